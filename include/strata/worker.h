@@ -1,0 +1,154 @@
+/* strata/worker.h - the L3+ Worker: configuration, lifecycle, callables, runs
+ * and the calls an orchestration function makes.
+ *
+ * Owns: the public shape of the engine (DESIGN §4, §5).
+ * Must never: expose engine internals; everything here is an opaque handle or
+ * a plain configuration struct filled by a *_config_init() call.
+ */
+#ifndef STRATA_WORKER_H
+#define STRATA_WORKER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "status.h"
+#include "tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct strata_worker strata_worker;         /* one L3+ worker (engine + children) */
+typedef struct strata_orch strata_orch;             /* the graph builder of the building run */
+typedef struct strata_run_handle strata_run_handle; /* one run, owned by the caller until released */
+typedef int32_t strata_callable;                    /* a registered function (>= 0) */
+
+#define STRATA_WAIT_FOREVER UINT64_MAX
+#define STRATA_MAX_GROUP 64        /* members of one group task */
+#define STRATA_MAX_SCOPE_DEPTH 64  /* open scopes in one run, the run's outer scope included */
+#define STRATA_MAX_SUB_WORKERS 256 /* sub workers of one worker */
+#define STRATA_MAX_NEXT_LEVEL 256  /* next-level workers (chips, ...) of one worker */
+
+/* How a child worker is hosted. Only THREAD is available in this version. */
+typedef enum strata_host_mode { STRATA_HOST_THREAD = 0, STRATA_HOST_PROCESS = 1 } strata_host_mode;
+
+typedef struct strata_worker_config {
+    int level;                     /* label only (default 3); behaviour never depends on it */
+    uint32_t sub_workers;          /* host-function workers (default 2) */
+    strata_host_mode sub_mode;     /* default STRATA_HOST_THREAD */
+    uint32_t task_window;          /* live task slots, power of two (default 4096) */
+    uint32_t pipeline_depth;       /* runs admitted at once, 1 or 2 (default 2) */
+    uint64_t heap_ring_bytes;      /* bytes of each of the 4 heap rings (default 64 MiB) */
+    uint64_t capacity_timeout_ns;  /* bound on waiting for a slot or heap space (default 10 s) */
+    uint32_t spin_ns;              /* busy-wait before parking a waiting thread (default 20 us) */
+} strata_worker_config;
+
+void strata_worker_config_init(strata_worker_config *cfg);
+
+/* Create a worker from cfg (copied). Children are added and callables
+ * registered before strata_worker_init(). */
+int strata_worker_create(const strata_worker_config *cfg, strata_worker **out);
+
+/* Start the children and the scheduler. After this, runs may be submitted. */
+int strata_worker_init(strata_worker *w);
+
+/* Wait for every admitted run to finish, then stop children and the
+ * scheduler. Idempotent. Later submits fail with STRATA_ECLOSED. */
+int strata_worker_close(strata_worker *w);
+
+/* Close (if needed) and free. NULL is a no-op. Run handles still held by the
+ * caller stay readable until released. */
+void strata_worker_destroy(strata_worker *w);
+
+/* ---- Callables ------------------------------------------------------------- */
+
+/* A host function run by a sub worker. Returns 0 on success; any other value
+ * fails the task. strata_task_error() attaches a message to the failure. */
+typedef int (*strata_sub_fn)(const strata_task_args *args, void *user);
+
+/* Register a sub function under a unique name (before or after init). */
+int strata_register_sub(strata_worker *w, const char *name, strata_sub_fn fn, void *user,
+                        strata_callable *out);
+
+/* From inside a task body: describe why the task is about to fail. */
+void strata_task_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* ---- Runs ------------------------------------------------------------------- */
+
+/* Builds one run's graph. Runs on the thread that called strata_submit().
+ * Returning non-zero fails the run: unstarted tasks are cancelled, started
+ * ones drained, and this function's error is the run's error. */
+typedef int (*strata_orch_fn)(strata_orch *o, void *arg);
+
+/* Admit a run (waits while pipeline_depth runs are live), call fn to build its
+ * graph, and return once the graph is built; tasks may still be executing. */
+int strata_submit(strata_worker *w, strata_orch_fn fn, void *arg, strata_run_handle **out);
+
+/* Wait until the run is finished. STRATA_OK if it completed; the run's error
+ * status if it failed (message in strata_last_error()); STRATA_ETIMEDOUT if
+ * timeout_ns passed first (the run goes on). */
+int strata_run_wait(strata_run_handle *h, uint64_t timeout_ns);
+
+/* 1 if finished (completed or failed), 0 if not. */
+int strata_run_done(const strata_run_handle *h);
+
+/* STRATA_OK while running or completed; the error status once failed. */
+int strata_run_status(const strata_run_handle *h);
+
+/* The run's first error, naming level, worker and task; "" if none. Valid until release. */
+const char *strata_run_error(const strata_run_handle *h);
+
+uint64_t strata_run_id(const strata_run_handle *h);
+
+/* Drop the caller's handle. The run must be finished (STRATA_ESTATE otherwise). */
+int strata_run_release(strata_run_handle *h);
+
+/* submit + wait + release. Returns the run's status. */
+int strata_run(strata_worker *w, strata_orch_fn fn, void *arg);
+
+/* ---- Inside an orchestration function ------------------------------------- */
+
+/* Optional per-call settings for next-level tasks (NULL = defaults). */
+typedef struct strata_call_config {
+    uint32_t block_dim; /* blocks a chip program's kernels run over (0 = program default) */
+    uint32_t flags;     /* reserved, 0 */
+} strata_call_config;
+
+/* Submit one task for any idle sub worker. An OUT tensor without memory gets
+ * runtime memory; the new view is written back into args. */
+int strata_submit_sub(strata_orch *o, strata_callable fn, strata_task_args *args);
+
+/* Submit one task for next-level worker `worker_id` (placement is explicit). */
+int strata_submit_next_level(strata_orch *o, strata_callable fn, strata_task_args *args,
+                             const strata_call_config *cfg, int worker_id);
+
+/* One task executed by n members at once on n distinct sub workers; args[i]
+ * is member i's arguments. One aggregate completion. */
+int strata_submit_sub_group(strata_orch *o, strata_callable fn, strata_task_args *args, int n);
+
+/* One task executed by n members on next-level workers worker_ids[0..n)
+ * (distinct), launched all together or not at all. */
+int strata_submit_next_level_group(strata_orch *o, strata_callable fn, strata_task_args *args,
+                                   const strata_call_config *cfg, const int *worker_ids, int n);
+
+/* Runtime-owned intermediate from the heap ring of the current scope depth,
+ * row-major. Reclaimed after the last task using it is finished. */
+int strata_orch_alloc(strata_orch *o, int rank, const int64_t *shape, strata_dtype dtype,
+                      strata_tensor *out);
+
+/* Scopes: tasks submitted inside hold one reference until scope_end (which
+ * never blocks). At most STRATA_MAX_SCOPE_DEPTH open, the run's outer scope
+ * included. */
+int strata_scope_begin(strata_orch *o);
+int strata_scope_end(strata_orch *o);
+
+/* The id of the run being built. */
+uint64_t strata_orch_run_id(const strata_orch *o);
+
+/* Worker ids of next-level children in registration order. */
+int strata_worker_next_level_count(const strata_worker *w);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* STRATA_WORKER_H */

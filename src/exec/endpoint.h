@@ -1,0 +1,99 @@
+/* exec/endpoint.h - the parent's handle on one child worker (DESIGN §6).
+ *
+ * Owns: the endpoint interface every kind of child implements (thread-hosted
+ * sub workers, the scriptable test endpoint, chips, process mailboxes) and the
+ * completion records endpoints hand back to the engine.
+ * Must never: let an endpoint fail loudly. A rejected dispatch is completed as
+ * an endpoint failure through st_endpoint_complete(), exactly once.
+ */
+#ifndef STRATA_EXEC_ENDPOINT_H
+#define STRATA_EXEC_ENDPOINT_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "strata/worker.h"
+
+#define ST_MSG_MAX 384 /* bytes of one error message carried with a completion */
+
+typedef struct st_engine st_engine;
+typedef struct st_endpoint st_endpoint;
+
+/* What a callable is, as the engine and the endpoints see it. */
+typedef enum st_callable_kind { ST_CALLABLE_SUB = 0, ST_CALLABLE_NEXT = 1 } st_callable_kind;
+
+typedef struct st_callable_info {
+    char name[64];
+    st_callable_kind kind;
+    strata_sub_fn fn;  /* SUB callables (and test next-level callables) */
+    void *user;        /* passed to fn */
+    void *program;     /* NEXT callables backed by a chip program (owned by the chip layer) */
+    uint64_t digest;   /* stable digest of the description (name + kind) */
+} st_callable_info;
+
+/* One unit of work handed to an endpoint: a whole task or one group member. */
+typedef struct st_dispatch {
+    uint64_t ref;         /* task reference: slot index | generation << 32 */
+    uint64_t run_id;
+    uint32_t member;      /* group member index (0 for a single task) */
+    uint32_t dispatch_id; /* per-endpoint sequence number, from 1 */
+    const st_callable_info *callable;
+    const strata_task_args *args;  /* valid until the completion is posted */
+    const strata_call_config *cfg; /* never NULL */
+} st_dispatch;
+
+/* A completion record. Endpoints own these (one per task they can hold at
+ * once) and fill one per dispatch; the engine links them into its completion
+ * list and is done with the record before it dispatches to that endpoint again
+ * on the same record. */
+typedef struct st_completion {
+    struct st_completion *next; /* engine-owned link */
+    st_endpoint *ep;
+    uint64_t ref;
+    uint32_t member;
+    int status; /* STRATA_OK, STRATA_ETASK (the task failed) or STRATA_EENDPOINT */
+    char msg[ST_MSG_MAX];
+} st_completion;
+
+typedef struct st_endpoint_ops {
+    /* Start executing d. Must not block for long. On rejection, complete d as
+     * STRATA_EENDPOINT through st_endpoint_complete (never return an error). */
+    void (*dispatch)(st_endpoint *ep, const st_dispatch *d);
+    /* Poll-driven endpoints deliver at most one event per call and return 1 if
+     * they did; push-driven ones set this to NULL. */
+    int (*progress)(st_endpoint *ep);
+    /* Run `run_id` became the head: staged work of it may launch. May be NULL. */
+    void (*activate)(st_endpoint *ep, uint64_t run_id);
+    /* Stop: reject new dispatches, let in-flight work finish. Must not block. */
+    void (*stop)(st_endpoint *ep);
+    /* Join threads and free. Called once after stop, when nothing is in flight. */
+    void (*destroy)(st_endpoint *ep);
+} st_endpoint_ops;
+
+/* Endpoint header: concrete endpoints embed this as their first member. */
+struct st_endpoint {
+    const st_endpoint_ops *ops;
+    st_engine *engine;
+    int is_sub;            /* 1: interchangeable sub worker; 0: next-level (directed) */
+    int worker_id;         /* next-level worker id, or sub worker index */
+    char label[64];        /* e.g. "sub 1", "chip sim:0"; used in error messages */
+};
+
+/* Hand a filled completion record to the engine (any thread, any time).
+ * The record must stay untouched until the engine dispatches to ep again. */
+void st_endpoint_complete(st_endpoint *ep, st_completion *c);
+
+/* Convenience: fill `c` for dispatch d with status/message and complete it. */
+void st_endpoint_complete_with(st_endpoint *ep, st_completion *c, const st_dispatch *d,
+                               int status, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+
+/* Internal registration of a next-level endpoint on a worker before init
+ * (chips and the test endpoint use this). The worker takes ownership. */
+int st_worker_add_endpoint(strata_worker *w, st_endpoint *ep, int *worker_id_out);
+
+/* Register a next-level callable (a test function, or a chip program). */
+int st_register_next_level(strata_worker *w, const char *name, strata_sub_fn fn, void *user,
+                           void *program, strata_callable *out);
+
+#endif

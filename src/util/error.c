@@ -1,0 +1,71 @@
+/* util/error.c - per-thread last-error message and status names.
+ *
+ * Owns: one thread-local buffer. Must never: touch global state.
+ */
+#include "util/error.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static _Thread_local char last_error[STRATA_ERRMSG_MAX];
+
+const char *strata_last_error(void) {
+    return last_error;
+}
+
+int st_failv(int status, const char *fmt, va_list ap) {
+    vsnprintf(last_error, sizeof last_error, fmt, ap);
+    return status;
+}
+
+int st_fail(int status, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    st_failv(status, fmt, ap);
+    va_end(ap);
+    return status;
+}
+
+int st_fail_msg(int status, const char *msg) {
+    snprintf(last_error, sizeof last_error, "%s", msg ? msg : "");
+    return status;
+}
+
+void st_clear_error(void) {
+    last_error[0] = '\0';
+}
+
+const char *strata_status_name(int status) {
+    switch (status) {
+    case STRATA_OK:
+        return "STRATA_OK";
+    case STRATA_EINVAL:
+        return "STRATA_EINVAL";
+    case STRATA_ESTATE:
+        return "STRATA_ESTATE";
+    case STRATA_ETIMEDOUT:
+        return "STRATA_ETIMEDOUT";
+    case STRATA_ETASK:
+        return "STRATA_ETASK";
+    case STRATA_EENDPOINT:
+        return "STRATA_EENDPOINT";
+    case STRATA_ECLOSED:
+        return "STRATA_ECLOSED";
+    case STRATA_ESTALE:
+        return "STRATA_ESTALE";
+    case STRATA_EPOISONED:
+        return "STRATA_EPOISONED";
+    case STRATA_ECAPACITY:
+        return "STRATA_ECAPACITY";
+    case STRATA_EABI:
+        return "STRATA_EABI";
+    case STRATA_EDEVICE:
+        return "STRATA_EDEVICE";
+    case STRATA_ENOMEM:
+        return "STRATA_ENOMEM";
+    case STRATA_ECANCELED:
+        return "STRATA_ECANCELED";
+    default:
+        return "STRATA_E?";
+    }
+}

@@ -1,0 +1,26 @@
+/* util/error.h - recording failures for strata_last_error().
+ *
+ * Owns: the thread-local last-error buffer and helpers that fill it.
+ * Must never: allocate; the buffer is fixed-size and per thread.
+ */
+#ifndef STRATA_UTIL_ERROR_H
+#define STRATA_UTIL_ERROR_H
+
+#include <stdarg.h>
+
+#include "strata/status.h"
+
+#define STRATA_ERRMSG_MAX 512
+
+/* Record `fmt` as this thread's last error and return `status` so that call
+ * sites read `return st_fail(STRATA_EINVAL, "...")`. */
+int st_fail(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int st_failv(int status, const char *fmt, va_list ap);
+
+/* Set the last error to an already formatted message. */
+int st_fail_msg(int status, const char *msg);
+
+/* Clear the last error (successful public calls do not clear it). */
+void st_clear_error(void);
+
+#endif

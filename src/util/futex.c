@@ -1,0 +1,65 @@
+/* util/futex.c - Linux futex wrappers and the spin-then-park wait.
+ *
+ * Owns: syscalls on futex words. Must never: busy-wait past the spin budget.
+ * Uses the shared (non-private) futex ops so that words placed in memory
+ * shared with child processes work too.
+ */
+#define _GNU_SOURCE
+#include "util/futex.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <sched.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "util/clock.h"
+
+int st_futex_wait(_Atomic uint32_t *word, uint32_t expected, uint64_t deadline_ns) {
+    struct timespec ts, *tsp = NULL;
+    if (deadline_ns != UINT64_MAX) {
+        uint64_t now = st_now_ns();
+        if (now >= deadline_ns)
+            return -1;
+        uint64_t rel = deadline_ns - now;
+        ts.tv_sec = (time_t)(rel / 1000000000ull);
+        ts.tv_nsec = (long)(rel % 1000000000ull);
+        tsp = &ts;
+    }
+    long rc = syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT, expected, tsp, NULL, 0);
+    if (rc == -1 && errno == ETIMEDOUT)
+        return -1;
+    return 0;
+}
+
+void st_futex_wake(_Atomic uint32_t *word, int n) {
+    syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE, n, NULL, NULL, 0);
+}
+
+int st_wait_while_equal(_Atomic uint32_t *word, uint32_t expected, uint32_t spin_ns,
+                        uint64_t deadline_ns) {
+    if (atomic_load_explicit(word, memory_order_acquire) != expected)
+        return 0;
+    uint64_t start = st_now_ns();
+    uint64_t spin_end = start + spin_ns;
+    unsigned n = 0;
+    while (atomic_load_explicit(word, memory_order_acquire) == expected) {
+        if ((++n & 63) == 0) {
+            uint64_t now = st_now_ns();
+            if (now >= deadline_ns)
+                return -1;
+            if (now >= spin_end)
+                break;
+            sched_yield(); /* on an oversubscribed machine, let the peer run */
+        }
+        st_cpu_relax();
+    }
+    while (atomic_load_explicit(word, memory_order_acquire) == expected) {
+        if (st_futex_wait(word, expected, deadline_ns) < 0 &&
+            atomic_load_explicit(word, memory_order_acquire) == expected)
+            return -1;
+    }
+    return 0;
+}

@@ -1,0 +1,35 @@
+/* util/futex.h - spin-then-park waiting on a 32-bit word (Linux futex).
+ *
+ * Owns: the only place strata parks a thread on a word.
+ * Must never: be used on a word that is not naturally aligned; must never
+ * spin without bound (every spin ends in a park).
+ */
+#ifndef STRATA_UTIL_FUTEX_H
+#define STRATA_UTIL_FUTEX_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+/* Park while *word == expected, until woken or deadline_ns (monotonic,
+ * UINT64_MAX = forever). Returns 0 when woken / value changed, -1 on timeout.
+ * Spurious returns are possible: callers re-check their condition. */
+int st_futex_wait(_Atomic uint32_t *word, uint32_t expected, uint64_t deadline_ns);
+
+/* Wake up to n waiters (INT32_MAX = all). shared: the word is in memory shared
+ * between processes (uses the non-private futex op). */
+void st_futex_wake(_Atomic uint32_t *word, int n);
+
+/* Spin up to spin_ns while *word == expected (with a CPU relax hint), then park.
+ * Returns 0 once *word != expected, -1 if deadline_ns passed. */
+int st_wait_while_equal(_Atomic uint32_t *word, uint32_t expected, uint32_t spin_ns,
+                        uint64_t deadline_ns);
+
+static inline void st_cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+#endif
