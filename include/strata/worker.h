@@ -18,10 +18,11 @@
 extern "C" {
 #endif
 
-typedef struct strata_worker strata_worker;         /* one L3+ worker (engine + children) */
-typedef struct strata_orch strata_orch;             /* the graph builder of the building run */
-typedef struct strata_run_handle strata_run_handle; /* one run, owned by the caller until released */
-typedef int32_t strata_callable;                    /* a registered function (>= 0) */
+typedef struct strata_worker strata_worker; /* one L3+ worker (engine + children) */
+typedef struct strata_orch strata_orch;     /* the graph builder of the building run */
+typedef struct strata_run_handle
+    strata_run_handle;           /* one run, owned by the caller until released */
+typedef int32_t strata_callable; /* a registered function (>= 0) */
 
 #define STRATA_WAIT_FOREVER UINT64_MAX
 #define STRATA_MAX_GROUP 64        /* members of one group task */
@@ -33,14 +34,14 @@ typedef int32_t strata_callable;                    /* a registered function (>=
 typedef enum strata_host_mode { STRATA_HOST_THREAD = 0, STRATA_HOST_PROCESS = 1 } strata_host_mode;
 
 typedef struct strata_worker_config {
-    int level;                     /* label only (default 3); behaviour never depends on it */
-    uint32_t sub_workers;          /* host-function workers (default 2) */
-    strata_host_mode sub_mode;     /* default STRATA_HOST_THREAD */
-    uint32_t task_window;          /* live task slots, power of two (default 4096) */
-    uint32_t pipeline_depth;       /* runs admitted at once, 1 or 2 (default 2) */
-    uint64_t heap_ring_bytes;      /* bytes of each of the 4 heap rings (default 64 MiB) */
-    uint64_t capacity_timeout_ns;  /* bound on waiting for a slot or heap space (default 10 s) */
-    uint32_t spin_ns;              /* busy-wait before parking a waiting thread (default 20 us) */
+    int level;                    /* label only (default 3); behaviour never depends on it */
+    uint32_t sub_workers;         /* host-function workers (default 2) */
+    strata_host_mode sub_mode;    /* default STRATA_HOST_THREAD */
+    uint32_t task_window;         /* live task slots, power of two (default 4096) */
+    uint32_t pipeline_depth;      /* runs admitted at once, 1 or 2 (default 2) */
+    uint64_t heap_ring_bytes;     /* bytes of each of the 4 heap rings (default 64 MiB) */
+    uint64_t capacity_timeout_ns; /* bound on waiting for a slot or heap space (default 10 s) */
+    uint32_t spin_ns;             /* busy-wait before parking a waiting thread (default 20 us) */
 } strata_worker_config;
 
 void strata_worker_config_init(strata_worker_config *cfg);

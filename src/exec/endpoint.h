@@ -16,7 +16,7 @@
 
 #define ST_MSG_MAX 384 /* bytes of one error message carried with a completion */
 
-typedef struct st_engine st_engine;
+typedef struct strata_worker st_engine; /* the engine is the worker */
 typedef struct st_endpoint st_endpoint;
 
 /* What a callable is, as the engine and the endpoints see it. */
@@ -25,15 +25,15 @@ typedef enum st_callable_kind { ST_CALLABLE_SUB = 0, ST_CALLABLE_NEXT = 1 } st_c
 typedef struct st_callable_info {
     char name[64];
     st_callable_kind kind;
-    strata_sub_fn fn;  /* SUB callables (and test next-level callables) */
-    void *user;        /* passed to fn */
-    void *program;     /* NEXT callables backed by a chip program (owned by the chip layer) */
-    uint64_t digest;   /* stable digest of the description (name + kind) */
+    strata_sub_fn fn; /* SUB callables (and test next-level callables) */
+    void *user;       /* passed to fn */
+    void *program;    /* NEXT callables backed by a chip program (owned by the chip layer) */
+    uint64_t digest;  /* stable digest of the description (name + kind) */
 } st_callable_info;
 
 /* One unit of work handed to an endpoint: a whole task or one group member. */
 typedef struct st_dispatch {
-    uint64_t ref;         /* task reference: slot index | generation << 32 */
+    uint64_t ref; /* task reference: slot index | generation << 32 */
     uint64_t run_id;
     uint32_t member;      /* group member index (0 for a single task) */
     uint32_t dispatch_id; /* per-endpoint sequence number, from 1 */
@@ -74,9 +74,9 @@ typedef struct st_endpoint_ops {
 struct st_endpoint {
     const st_endpoint_ops *ops;
     st_engine *engine;
-    int is_sub;            /* 1: interchangeable sub worker; 0: next-level (directed) */
-    int worker_id;         /* next-level worker id, or sub worker index */
-    char label[64];        /* e.g. "sub 1", "chip sim:0"; used in error messages */
+    int is_sub;     /* 1: interchangeable sub worker; 0: next-level (directed) */
+    int worker_id;  /* next-level worker id, or sub worker index */
+    char label[64]; /* e.g. "sub 1", "chip sim:0"; used in error messages */
 };
 
 /* Hand a filled completion record to the engine (any thread, any time).
@@ -84,9 +84,8 @@ struct st_endpoint {
 void st_endpoint_complete(st_endpoint *ep, st_completion *c);
 
 /* Convenience: fill `c` for dispatch d with status/message and complete it. */
-void st_endpoint_complete_with(st_endpoint *ep, st_completion *c, const st_dispatch *d,
-                               int status, const char *fmt, ...)
-    __attribute__((format(printf, 5, 6)));
+void st_endpoint_complete_with(st_endpoint *ep, st_completion *c, const st_dispatch *d, int status,
+                               const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 
 /* Internal registration of a next-level endpoint on a worker before init
  * (chips and the test endpoint use this). The worker takes ownership. */

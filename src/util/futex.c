@@ -4,7 +4,6 @@
  * Uses the shared (non-private) futex ops so that words placed in memory
  * shared with child processes work too.
  */
-#define _GNU_SOURCE
 #include "util/futex.h"
 
 #include <errno.h>
@@ -62,4 +61,75 @@ int st_wait_while_equal(_Atomic uint32_t *word, uint32_t expected, uint32_t spin
             return -1;
     }
     return 0;
+}
+
+int st_event_wait(st_event *ev, uint32_t expected, uint32_t spin_ns, uint64_t deadline_ns) {
+    if (atomic_load(&ev->value) != expected)
+        return 0;
+    uint64_t spin_end = st_now_ns() + spin_ns;
+    unsigned n = 0;
+    while (atomic_load_explicit(&ev->value, memory_order_acquire) == expected) {
+        if ((++n & 63) == 0) {
+            uint64_t now = st_now_ns();
+            if (now >= deadline_ns)
+                return -1;
+            if (now >= spin_end)
+                break;
+            sched_yield();
+        }
+        st_cpu_relax();
+    }
+    int rc = 0;
+    atomic_fetch_add(&ev->sleepers, 1); /* seq_cst: pairs with the load in st_event_set */
+    while (atomic_load(&ev->value) == expected) {
+        if (st_futex_wait(&ev->value, expected, deadline_ns) < 0 &&
+            atomic_load(&ev->value) == expected) {
+            rc = -1;
+            break;
+        }
+    }
+    atomic_fetch_sub(&ev->sleepers, 1);
+    return rc;
+}
+
+void st_event_set(st_event *ev, uint32_t value) {
+    atomic_store(&ev->value, value); /* seq_cst: a sleeper either sees it or is counted */
+    if (atomic_load(&ev->sleepers) != 0)
+        st_futex_wake(&ev->value, INT32_MAX);
+}
+
+uint32_t st_event_bump(st_event *ev) {
+    uint32_t v = atomic_fetch_add(&ev->value, 1) + 1;
+    if (atomic_load(&ev->sleepers) != 0)
+        st_futex_wake(&ev->value, INT32_MAX);
+    return v;
+}
+
+int st_mutex_trylock(st_mutex *m) {
+    uint32_t expected = 0;
+    return atomic_compare_exchange_strong(&m->word, &expected, 1);
+}
+
+void st_mutex_lock(st_mutex *m) {
+    uint32_t c = 0;
+    if (atomic_compare_exchange_strong(&m->word, &c, 1))
+        return;
+    for (int i = 0; i < 100; i++) { /* brief spin: hold times are short */
+        st_cpu_relax();
+        c = 0;
+        if (atomic_load_explicit(&m->word, memory_order_relaxed) == 0 &&
+            atomic_compare_exchange_strong(&m->word, &c, 1))
+            return;
+    }
+    if (c != 2)
+        c = atomic_exchange(&m->word, 2);
+    while (c != 0) {
+        st_futex_wait(&m->word, 2, UINT64_MAX);
+        c = atomic_exchange(&m->word, 2);
+    }
+}
+
+void st_mutex_unlock(st_mutex *m) {
+    if (atomic_exchange(&m->word, 0) == 2)
+        st_futex_wake(&m->word, 1);
 }

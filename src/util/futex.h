@@ -32,4 +32,32 @@ static inline void st_cpu_relax(void) {
 #endif
 }
 
+/* ---- event word: a value plus a sleeper count, so setters skip the wake
+ * syscall when nobody sleeps (the common case with spinning peers). ---- */
+typedef struct st_event {
+    _Atomic uint32_t value;
+    _Atomic uint32_t sleepers;
+} st_event;
+
+/* Wait (spin spin_ns, then park) while ev->value == expected. 0 once it
+ * differs, -1 at deadline_ns. */
+int st_event_wait(st_event *ev, uint32_t expected, uint32_t spin_ns, uint64_t deadline_ns);
+
+/* Store a new value and wake every sleeper. */
+void st_event_set(st_event *ev, uint32_t value);
+
+/* Increment the value and wake every sleeper; returns the new value. */
+uint32_t st_event_bump(st_event *ev);
+
+/* ---- st_mutex: a futex mutex (0 free, 1 locked, 2 locked with waiters).
+ * Used instead of pthread_mutex so that trylock/unlock are sequentially
+ * consistent, which the engine's combining scheduler relies on. ---- */
+typedef struct st_mutex {
+    _Atomic uint32_t word;
+} st_mutex;
+
+void st_mutex_lock(st_mutex *m);
+int st_mutex_trylock(st_mutex *m); /* 1 if acquired */
+void st_mutex_unlock(st_mutex *m);
+
 #endif

@@ -1,0 +1,200 @@
+/* core/buffer.c - buffers with identity, tensor views and task arguments.
+ *
+ * Owns: strata_buffer (memory + identity) and the validation of views and
+ * argument lists (include/strata/tensor.h).
+ * Must never: depend on runs or the scheduler; these are plain values.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "core/engine.h"
+#include "util/error.h"
+
+struct strata_buffer {
+    strata_worker *w;
+    void *data;
+    size_t nbytes;
+    size_t mapped; /* bytes mapped by strata (0 for wrapped memory) */
+    strata_buffer_id ident;
+};
+
+static const size_t dtype_sizes[STRATA_DTYPE_COUNT] = {
+    [STRATA_U8] = 1,  [STRATA_I8] = 1,   [STRATA_I16] = 2, [STRATA_I32] = 4, [STRATA_I64] = 8,
+    [STRATA_F16] = 2, [STRATA_BF16] = 2, [STRATA_F32] = 4, [STRATA_F64] = 8,
+};
+
+size_t strata_dtype_size(strata_dtype dtype) {
+    return (unsigned)dtype < STRATA_DTYPE_COUNT ? dtype_sizes[dtype] : 0;
+}
+
+int64_t strata_tensor_numel(const strata_tensor *t) {
+    if (!t || t->rank < 1 || t->rank > STRATA_MAX_RANK)
+        return 0;
+    int64_t n = 1;
+    for (int k = 0; k < t->rank; k++)
+        n *= t->shape[k];
+    return n;
+}
+
+static int new_buffer(strata_worker *w, void *data, size_t nbytes, size_t mapped,
+                      strata_buffer **out) {
+    strata_buffer *b = calloc(1, sizeof *b);
+    if (!b)
+        return STRATA_ENOMEM;
+    b->w = w;
+    b->data = data;
+    b->nbytes = nbytes;
+    b->mapped = mapped;
+    b->ident.id = atomic_fetch_add(&w->next_buffer_id, 1);
+    b->ident.generation = 1;
+    b->ident.owner = -1;
+    *out = b;
+    return STRATA_OK;
+}
+
+int strata_buffer_create(strata_worker *w, size_t nbytes, strata_buffer **out) {
+    if (!w || !out)
+        return st_fail(STRATA_EINVAL, "strata_buffer_create: worker and out must not be NULL");
+    *out = NULL;
+    if (nbytes == 0)
+        return st_fail(STRATA_EINVAL, "strata_buffer_create: nbytes is 0");
+    /* Shared mapping: children of the worker see it at the same address. */
+    void *p = mmap(NULL, nbytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+        return st_fail(STRATA_ENOMEM, "strata_buffer_create: cannot map %zu bytes", nbytes);
+    if (new_buffer(w, p, nbytes, nbytes, out) != STRATA_OK) {
+        munmap(p, nbytes);
+        return st_fail(STRATA_ENOMEM, "strata_buffer_create: out of memory");
+    }
+    return STRATA_OK;
+}
+
+int strata_buffer_wrap(strata_worker *w, void *data, size_t nbytes, strata_buffer **out) {
+    if (!w || !data || !out)
+        return st_fail(STRATA_EINVAL, "strata_buffer_wrap: worker, data and out must not be NULL");
+    *out = NULL;
+    if (nbytes == 0)
+        return st_fail(STRATA_EINVAL, "strata_buffer_wrap: nbytes is 0");
+    if (new_buffer(w, data, nbytes, 0, out) != STRATA_OK)
+        return st_fail(STRATA_ENOMEM, "strata_buffer_wrap: out of memory");
+    return STRATA_OK;
+}
+
+void strata_buffer_destroy(strata_buffer *b) {
+    if (!b)
+        return;
+    if (b->mapped)
+        munmap(b->data, b->mapped);
+    free(b);
+}
+
+void *strata_buffer_data(const strata_buffer *b) {
+    return b ? b->data : NULL;
+}
+
+size_t strata_buffer_size(const strata_buffer *b) {
+    return b ? b->nbytes : 0;
+}
+
+int strata_tensor_view(const strata_buffer *b, uint64_t offset, strata_dtype dtype, int rank,
+                       const int64_t *shape, const int64_t *strides, strata_tensor *out) {
+    const char *what = "strata_tensor_view";
+    if (!b || !shape || !out)
+        return st_fail(STRATA_EINVAL, "%s: buffer, shape and out must not be NULL", what);
+    if (rank < 1 || rank > STRATA_MAX_RANK)
+        return st_fail(STRATA_EINVAL, "%s: rank %d outside 1..%d", what, rank, STRATA_MAX_RANK);
+    size_t elem = strata_dtype_size(dtype);
+    if (elem == 0)
+        return st_fail(STRATA_EINVAL, "%s: unknown dtype %d", what, (int)dtype);
+    strata_tensor t;
+    memset(&t, 0, sizeof t);
+    t.rank = (uint8_t)rank;
+    t.dtype = (uint8_t)dtype;
+    int64_t stride = 1;
+    for (int k = rank - 1; k >= 0; k--) {
+        if (shape[k] < 1)
+            return st_fail(STRATA_EINVAL, "%s: dimension %d is %lld (must be >= 1)", what, k,
+                           (long long)shape[k]);
+        t.shape[k] = shape[k];
+        t.strides[k] = strides ? strides[k] : stride;
+        if (t.strides[k] < 1)
+            return st_fail(STRATA_EINVAL, "%s: stride %d is %lld (strides must be positive)", what,
+                           k, (long long)t.strides[k]);
+        stride *= shape[k];
+    }
+    /* Last element's end must stay inside the buffer (overflow-safe). */
+    unsigned __int128 last = 0;
+    for (int k = 0; k < rank; k++)
+        last += (unsigned __int128)(t.shape[k] - 1) * (unsigned __int128)t.strides[k];
+    unsigned __int128 end = (unsigned __int128)offset + (last + 1) * elem;
+    if (end > b->nbytes)
+        return st_fail(STRATA_EINVAL, "%s: the view ends at byte %llu but the buffer has %zu bytes",
+                       what, (unsigned long long)(end > UINT64_MAX ? UINT64_MAX : (uint64_t)end),
+                       b->nbytes);
+    t.base = b->data;
+    t.buffer_bytes = b->nbytes;
+    t.offset = offset;
+    t.ident = b->ident;
+    t.mem = STRATA_MEM_HOST;
+    *out = t;
+    return STRATA_OK;
+}
+
+int strata_tensor_contiguous(const strata_buffer *b, strata_dtype dtype, int rank,
+                             const int64_t *shape, strata_tensor *out) {
+    return strata_tensor_view(b, 0, dtype, rank, shape, NULL, out);
+}
+
+void strata_args_init(strata_task_args *a) {
+    if (!a)
+        return;
+    a->ntensors = 0;
+    a->nscalars = 0;
+    a->invalid = 0;
+    a->reserved_ = 0;
+}
+
+int strata_args_add_tensor(strata_task_args *a, const strata_tensor *t, strata_tag tag) {
+    if (!a || !t)
+        return st_fail(STRATA_EINVAL, "strata_args_add_tensor: args and tensor must not be NULL");
+    if ((unsigned)tag > STRATA_NO_DEP) {
+        a->invalid = 1;
+        return st_fail(STRATA_EINVAL, "strata_args_add_tensor: unknown tag %d", (int)tag);
+    }
+    if (a->ntensors >= STRATA_MAX_TENSORS) {
+        a->invalid = 1;
+        return st_fail(STRATA_ECAPACITY,
+                       "strata_args_add_tensor: more than %d tensor arguments in one task",
+                       STRATA_MAX_TENSORS);
+    }
+    a->tensors[a->ntensors] = *t;
+    a->tags[a->ntensors] = (uint8_t)tag;
+    a->ntensors++;
+    return STRATA_OK;
+}
+
+int strata_args_add_scalar(strata_task_args *a, uint64_t value) {
+    if (!a)
+        return st_fail(STRATA_EINVAL, "strata_args_add_scalar: args must not be NULL");
+    if (a->nscalars >= STRATA_MAX_SCALARS) {
+        a->invalid = 1;
+        return st_fail(STRATA_ECAPACITY,
+                       "strata_args_add_scalar: more than %d scalar arguments in one task",
+                       STRATA_MAX_SCALARS);
+    }
+    a->scalars[a->nscalars++] = value;
+    return STRATA_OK;
+}
+
+void *strata_args_data(const strata_task_args *a, uint32_t i) {
+    return a && i < a->ntensors ? strata_tensor_data(&a->tensors[i]) : NULL;
+}
+
+const strata_tensor *strata_args_tensor(const strata_task_args *a, uint32_t i) {
+    return a && i < a->ntensors ? &a->tensors[i] : NULL;
+}
+
+uint64_t strata_args_scalar(const strata_task_args *a, uint32_t i) {
+    return a && i < a->nscalars ? a->scalars[i] : 0;
+}

@@ -1,0 +1,182 @@
+/* core/engine.h - the worker's engine state, shared by the core modules.
+ *
+ * Owns: the definition of struct strata_worker (the engine) and the internal
+ * calls between orchestrator, scheduler, runs and endpoints.
+ * Must never: be included by public headers or by endpoints other than
+ * through src/exec/endpoint.h's functions.
+ *
+ * Locking. One engine lock (`lock`, an st_mutex) protects every slot, run,
+ * ready queue, the tensor map, the heaps, the scope stack and the endpoint
+ * busy/idle bookkeeping. Nothing nests inside it except the futex syscalls of
+ * wakeups. Completions arrive lock-free (a Treiber stack) from any thread;
+ * whoever holds the lock drains them. Every unlock goes through
+ * st_engine_unlock(), which re-checks the completion stack after releasing
+ * the lock so a completion pushed while the lock was held is never stranded
+ * (the combining scheduler: any thread that finds work and the lock free
+ * runs a scheduler pass).
+ */
+#ifndef STRATA_CORE_ENGINE_H
+#define STRATA_CORE_ENGINE_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "core/heap_ring.h"
+#include "core/run.h"
+#include "core/slot.h"
+#include "core/tensormap.h"
+#include "exec/endpoint.h"
+#include "strata/worker.h"
+#include "util/futex.h"
+
+#define ST_MAX_CALLABLES 1024
+
+typedef enum st_worker_state {
+    ST_WORKER_CREATED = 0,
+    ST_WORKER_RUNNING,
+    ST_WORKER_CLOSED
+} st_worker_state;
+
+/* Named points where tests may inject an action (DESIGN §10). Hooks run on
+ * the engine's thread with the engine lock held; they may call the
+ * st_hook_* helpers below. */
+typedef enum st_hook_point {
+    ST_HOOK_BEFORE_DISPATCH_CLAIM = 0, /* a READY task was picked; not yet claimed */
+    ST_HOOK_AFTER_WIRING,              /* a task's edges are wired; not yet published */
+    ST_HOOK_COUNT
+} st_hook_point;
+
+typedef void (*st_hook_fn)(strata_worker *w, st_hook_point at, uint64_t ref, void *ctx);
+
+/* The graph builder of the building run (one per worker). */
+struct strata_orch {
+    strata_worker *w;
+    st_run *run;      /* the building run, NULL outside an orchestration function */
+    pthread_t thread; /* the thread running the orchestration function */
+    int depth;        /* open scopes, the outer one included */
+    uint32_t frame_start[STRATA_MAX_SCOPE_DEPTH];
+    uint64_t *scope_refs; /* references held by open scopes, innermost last */
+    uint32_t nscope_refs, cap_scope_refs;
+};
+
+typedef struct st_next_state {
+    st_endpoint *ep;
+    int busy; /* a task is in flight on it */
+    uint32_t dispatched;
+} st_next_state;
+
+typedef struct st_sub_state {
+    st_endpoint *ep;
+    int busy;
+    uint32_t dispatched;
+} st_sub_state;
+
+struct strata_worker {
+    strata_worker_config cfg;
+    st_mutex lock; /* the engine lock: see the top of this file */
+    st_worker_state state;
+
+    st_slot_store slots;
+    st_tensormap tmap;
+    st_heap heap;
+
+    st_callable_info *callables[ST_MAX_CALLABLES];
+    int ncallables;
+
+    st_sub_state *subs;
+    int nsubs;
+    int *idle_subs; /* stack of idle sub indices */
+    int nidle_subs;
+    st_next_state *next;
+    int nnext, cap_next;
+    int *reserved; /* per next-level worker: reserved by a blocked group this pass */
+
+    /* Completions pushed by endpoints (lock-free stack, drained by the lock holder). */
+    _Atomic(st_completion *) completions;
+
+    /* Runs: FIFO of admitted, unretired runs (head first). */
+    st_run *fifo_head, *fifo_tail;
+    int live_runs;
+    uint64_t next_run_id;
+    int building; /* a run is being built */
+    uint32_t lease_gen[2];
+    int lease_used[2];
+    struct strata_orch orch;
+
+    st_event space_ev; /* bumped when a slot or heap space is freed */
+    int space_waiters;
+    st_event admit_ev; /* bumped when a run retires or stops building */
+
+    pthread_t sched_thread;
+    int sched_started;
+    st_event sched_ev; /* wakes the scheduler thread */
+    _Atomic int stopping;
+
+    st_hook_fn hooks[ST_HOOK_COUNT];
+    void *hook_ctx[ST_HOOK_COUNT];
+
+    _Atomic uint64_t next_buffer_id;
+    uint64_t visit_stamp; /* one per submit, for deduplicating producers */
+};
+
+/* ---- lock + scheduler (scheduler.c) ---- */
+void st_engine_lock(strata_worker *w);
+void st_engine_unlock(strata_worker *w);
+/* Run scheduler passes while there is work and the lock is free. */
+void st_engine_kick(strata_worker *w);
+/* One pass: drain completions, dispatch ready work. Lock held. */
+void st_sched_pass(strata_worker *w);
+int st_sched_start(strata_worker *w);
+void st_sched_stop(strata_worker *w);
+
+/* Route a READY task to its run's queue. Lock held. */
+void st_enqueue_ready(strata_worker *w, st_slot *s);
+/* Release one reference on s; consumes it when the last one goes. Lock held. */
+void st_release_ref(strata_worker *w, st_slot *s);
+/* Fail s (if not started) and everything downstream of it with `status`
+ * (a producer failed: STRATA_ETASK; cancellation: STRATA_ECANCELED). Lock held. */
+void st_poison(strata_worker *w, st_slot *s, int status);
+/* Fail an unstarted task (claimed already) and drop its references. Lock held. */
+void st_settle_failed_unstarted(strata_worker *w, st_slot *s);
+
+/* ---- runs (run.c) ---- */
+/* Admit a new run (waits for capacity). Returns with the lock held. */
+int st_run_begin(strata_worker *w, st_run **out);
+/* Close submission (ok) or fail it with the orchestration error. Lock held. */
+void st_run_close_submission(strata_worker *w, st_run *r);
+void st_run_fail_submission(strata_worker *w, st_run *r, int status, const char *msg);
+/* A slot of r was consumed. Lock held. */
+void st_run_task_consumed(strata_worker *w, st_run *r);
+/* Terminal transition + retirement if the fence is reached. Lock held. */
+void st_run_finish_if_ready(strata_worker *w, st_run *r);
+/* Cancel every unstarted task of r. Lock held. */
+void st_run_cancel_unstarted(strata_worker *w, st_run *r, const char *why);
+void st_run_link_slot(st_run *r, st_slot *s);
+/* The admitted run with this id, or NULL (unknown or retired). Lock held. */
+st_run *st_run_find(strata_worker *w, uint64_t run_id);
+/* Record an error on a run by id; an unknown run is ignored. Lock held. */
+void st_run_report_error(strata_worker *w, uint64_t run_id, int status, const char *msg);
+void st_run_unlink_slot(st_run *r, st_slot *s);
+
+/* Drop the references of scopes deeper than `depth`. Lock held. */
+void st_orch_close_scopes_to(struct strata_orch *o, int depth);
+
+/* ---- waiting inside the engine (lock held on entry and exit) ---- */
+/* Unlock, wait for ev to move past `seen` or the deadline, relock. -1 on timeout. */
+int st_engine_wait(strata_worker *w, st_event *ev, uint32_t seen, uint64_t deadline_ns);
+
+/* ---- hooks (tests) ---- */
+void st_worker_set_hook(strata_worker *w, st_hook_point at, st_hook_fn fn, void *ctx);
+static inline void st_hook(strata_worker *w, st_hook_point at, uint64_t ref) {
+    if (w->hooks[at])
+        w->hooks[at](w, at, ref, w->hook_ctx[at]);
+}
+/* Helpers hooks may call (lock held): */
+st_slot *st_hook_slot(strata_worker *w, uint64_t ref);
+/* Complete a RUNNING task or fail a task as if its producer failed. */
+
+/* Format the "who" part of a message: "L3 worker sub 1". */
+void st_task_label(strata_worker *w, st_slot *s, char *buf, size_t n);
+
+#endif

@@ -1,0 +1,678 @@
+/* core/orchestrator.c - building a run's graph: submit, dependency
+ * inference, runtime allocations and scopes (DESIGN §5.1-§5.3).
+ *
+ * Owns: everything an orchestration function calls (strata_submit_*,
+ * strata_orch_alloc, strata_scope_*).
+ * Must never: run outside the orchestration function of the building run,
+ * wire a dependency across runs, or leave a slot without an owner when a
+ * submit fails part-way.
+ */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/engine.h"
+#include "core/footprint.h"
+#include "util/assert.h"
+#include "util/clock.h"
+#include "util/error.h"
+
+/* ---- validation (no lock) ------------------------------------------------ */
+
+static int orch_check(const strata_orch *o, const char *what) {
+    if (!o)
+        return st_fail(STRATA_EINVAL, "%s: orch is NULL", what);
+    if (!o->run)
+        return st_fail(STRATA_ESTATE,
+                       "%s: called outside an orchestration function (the strata_orch "
+                       "pointer is only valid while the function passed to strata_submit runs)",
+                       what);
+    if (!pthread_equal(o->thread, pthread_self()))
+        return st_fail(STRATA_ESTATE,
+                       "%s: called from a thread other than the one running the "
+                       "orchestration function",
+                       what);
+    return STRATA_OK;
+}
+
+static int tag_writes(uint8_t tag) {
+    return tag == STRATA_OUT || tag == STRATA_INOUT || tag == STRATA_OUT_EXISTING;
+}
+
+static int needs_memory(const strata_tensor *t, uint8_t tag) {
+    return tag == STRATA_OUT && t->base == NULL;
+}
+
+static int check_view_shape(const strata_tensor *t, const char *what, int member, uint32_t i) {
+    if (t->rank < 1 || t->rank > STRATA_MAX_RANK)
+        return st_fail(STRATA_EINVAL, "%s: member %d tensor %u: rank %u outside 1..%d", what,
+                       member, i, t->rank, STRATA_MAX_RANK);
+    if (t->dtype >= STRATA_DTYPE_COUNT)
+        return st_fail(STRATA_EINVAL, "%s: member %d tensor %u: unknown dtype %u", what, member, i,
+                       t->dtype);
+    for (int k = 0; k < t->rank; k++) {
+        if (t->shape[k] < 1)
+            return st_fail(STRATA_EINVAL,
+                           "%s: member %d tensor %u: dimension %d is %lld (must be >= 1)", what,
+                           member, i, k, (long long)t->shape[k]);
+        if (t->strides[k] < 1)
+            return st_fail(STRATA_EINVAL,
+                           "%s: member %d tensor %u: stride %d is %lld (strides must be positive)",
+                           what, member, i, k, (long long)t->strides[k]);
+    }
+    return STRATA_OK;
+}
+
+static int check_tensor(const strata_tensor *t, uint8_t tag, int next_target, const char *what,
+                        int member, uint32_t i) {
+    if (tag > STRATA_NO_DEP)
+        return st_fail(STRATA_EINVAL, "%s: member %d tensor %u: unknown tag %u", what, member, i,
+                       tag);
+    STRATA_TRY(check_view_shape(t, what, member, i));
+    if (needs_memory(t, tag))
+        return STRATA_OK; /* the runtime provides the memory */
+    if (!t->base || t->ident.id == 0)
+        return st_fail(STRATA_EINVAL,
+                       "%s: member %d tensor %u has no buffer (only an OUT tensor may be "
+                       "given without memory)",
+                       what, member, i);
+    uint64_t elem = strata_dtype_size((strata_dtype)t->dtype);
+    uint64_t last = 0;
+    for (int k = 0; k < t->rank; k++)
+        last += (uint64_t)(t->shape[k] - 1) * (uint64_t)t->strides[k];
+    uint64_t end = t->offset + (last + 1) * elem;
+    if (end > t->buffer_bytes || end < t->offset)
+        return st_fail(STRATA_EINVAL,
+                       "%s: member %d tensor %u: view ends at byte %llu, outside its buffer of "
+                       "%llu bytes",
+                       what, member, i, (unsigned long long)end,
+                       (unsigned long long)t->buffer_bytes);
+    if (t->mem == STRATA_MEM_DEVICE) {
+        if (next_target < 0)
+            return st_fail(STRATA_EINVAL,
+                           "%s: member %d tensor %u is device memory of worker %d; sub tasks "
+                           "take host memory only",
+                           what, member, i, t->ident.owner);
+        if (t->ident.owner != next_target)
+            return st_fail(STRATA_EINVAL,
+                           "%s: member %d tensor %u is device memory of worker %d, but the "
+                           "task goes to worker %d",
+                           what, member, i, t->ident.owner, next_target);
+    }
+    return STRATA_OK;
+}
+
+/* Two arguments of one task that overlap where either writes are rejected. */
+static int check_no_self_overlap(const strata_task_args *a, const char *what, int member) {
+    for (uint32_t i = 0; i < a->ntensors; i++) {
+        const strata_tensor *ti = &a->tensors[i];
+        if (a->tags[i] == STRATA_NO_DEP || needs_memory(ti, a->tags[i]))
+            continue;
+        st_footprint fi;
+        st_footprint_of(ti, &fi);
+        for (uint32_t j = i + 1; j < a->ntensors; j++) {
+            const strata_tensor *tj = &a->tensors[j];
+            if (a->tags[j] == STRATA_NO_DEP || needs_memory(tj, a->tags[j]))
+                continue;
+            if (!tag_writes(a->tags[i]) && !tag_writes(a->tags[j]))
+                continue;
+            if (memcmp(&ti->ident, &tj->ident, sizeof ti->ident) != 0)
+                continue;
+            st_footprint fj;
+            st_footprint_of(tj, &fj);
+            if (st_footprint_overlap(&fi, &fj))
+                return st_fail(STRATA_EINVAL,
+                               "%s: member %d tensors %u and %u overlap and at least one is "
+                               "written; split the task or use disjoint views",
+                               what, member, i, j);
+        }
+    }
+    return STRATA_OK;
+}
+
+static int check_args(strata_task_args *args, int n, const int *targets, const char *what) {
+    for (int m = 0; m < n; m++) {
+        strata_task_args *a = &args[m];
+        if (a->invalid)
+            return st_fail(STRATA_EINVAL,
+                           "%s: member %d: its args are invalid (an earlier strata_args_add_* "
+                           "call failed: too many arguments?)",
+                           what, m);
+        if (a->ntensors > STRATA_MAX_TENSORS || a->nscalars > STRATA_MAX_SCALARS)
+            return st_fail(STRATA_EINVAL,
+                           "%s: member %d: args not initialised (call "
+                           "strata_args_init)",
+                           what, m);
+        for (uint32_t i = 0; i < a->ntensors; i++)
+            STRATA_TRY(
+                check_tensor(&a->tensors[i], a->tags[i], targets ? targets[m] : -1, what, m, i));
+        STRATA_TRY(check_no_self_overlap(a, what, m));
+    }
+    return STRATA_OK;
+}
+
+static int check_callable(strata_worker *w, strata_callable fn, st_callable_kind kind,
+                          const char *what) {
+    if (fn < 0 || fn >= w->ncallables)
+        return st_fail(STRATA_EINVAL, "%s: unknown callable %d", what, fn);
+    if (w->callables[fn]->kind != kind)
+        return st_fail(STRATA_EINVAL, "%s: callable '%s' is a %s callable", what,
+                       w->callables[fn]->name, kind == ST_CALLABLE_SUB ? "next-level" : "sub");
+    return STRATA_OK;
+}
+
+static int check_targets(strata_worker *w, const int *ids, int n, const char *what) {
+    if (!ids)
+        return st_fail(STRATA_EINVAL, "%s: worker_ids is NULL", what);
+    for (int m = 0; m < n; m++) {
+        if (ids[m] < 0 || ids[m] >= w->nnext)
+            return st_fail(STRATA_EINVAL,
+                           "%s: member %d: no next-level worker %d (this worker has %d)", what, m,
+                           ids[m], w->nnext);
+        for (int k = 0; k < m; k++)
+            if (ids[k] == ids[m])
+                return st_fail(STRATA_EINVAL,
+                               "%s: worker %d is named twice; group members need distinct "
+                               "workers",
+                               what, ids[m]);
+    }
+    return STRATA_OK;
+}
+
+/* ---- capacity waits (lock held) ----------------------------------------- */
+
+static st_slot *take_slot(strata_worker *w, uint64_t deadline, const char *what) {
+    for (;;) {
+        st_slot *s = st_slots_take(&w->slots);
+        if (s)
+            return s;
+        uint32_t seen = atomic_load(&w->space_ev.value);
+        w->space_waiters++;
+        int rc = st_engine_wait(w, &w->space_ev, seen, deadline);
+        w->space_waiters--;
+        if (rc < 0 && st_now_ns() >= deadline) {
+            st_fail(STRATA_ECAPACITY,
+                    "%s: task window full for %.1f s (task_window = %u): raise "
+                    "strata_worker_config.task_window, or end scopes earlier so finished "
+                    "tasks are released",
+                    what, (double)w->cfg.capacity_timeout_ns / 1e9, w->cfg.task_window);
+            return NULL;
+        }
+    }
+}
+
+static int heap_ring_of(const strata_orch *o) {
+    return o->depth - 1 < ST_HEAP_RINGS - 1 ? o->depth - 1 : ST_HEAP_RINGS - 1;
+}
+
+static int take_heap(strata_worker *w, int ring, uint64_t bytes, uint64_t deadline, void **addr,
+                     uint64_t *ticket, const char *what) {
+    if (st_heap_ring_bytes(&w->heap) == 0)
+        return st_fail(STRATA_ECAPACITY,
+                       "%s: runtime memory is disabled (heap_ring_bytes = 0): set "
+                       "strata_worker_config.heap_ring_bytes",
+                       what);
+    for (;;) {
+        int rc = st_heap_try_alloc(&w->heap, ring, bytes, addr, ticket);
+        if (rc != STRATA_ECAPACITY)
+            return rc;
+        uint32_t seen = atomic_load(&w->space_ev.value);
+        w->space_waiters++;
+        int wrc = st_engine_wait(w, &w->space_ev, seen, deadline);
+        w->space_waiters--;
+        if (wrc < 0 && st_now_ns() >= deadline)
+            return st_fail(STRATA_ECAPACITY,
+                           "%s: heap ring %d exhausted after %.1f s: raise heap_ring_bytes (now "
+                           "%llu MiB), or end scopes earlier so intermediates are reclaimed",
+                           what, ring, (double)w->cfg.capacity_timeout_ns / 1e9,
+                           (unsigned long long)(w->cfg.heap_ring_bytes >> 20));
+    }
+}
+
+/* ---- building a slot (lock held) ------------------------------------------ */
+
+static void copy_args(strata_task_args *dst, const strata_task_args *src) {
+    dst->ntensors = src->ntensors;
+    dst->nscalars = src->nscalars;
+    dst->invalid = 0;
+    dst->reserved_ = 0;
+    memcpy(dst->tags, src->tags, sizeof dst->tags);
+    memcpy(dst->scalars, src->scalars, sizeof dst->scalars[0] * src->nscalars);
+    memcpy(dst->tensors, src->tensors, sizeof dst->tensors[0] * src->ntensors);
+}
+
+static int alloc_member_arrays(st_slot *s, int n) {
+    s->args = &s->inline_args;
+    s->targets = &s->inline_target;
+    s->member_state = &s->inline_member;
+    if (n == 1)
+        return STRATA_OK;
+    s->args = malloc(sizeof *s->args * (size_t)n);
+    s->targets = malloc(sizeof *s->targets * (size_t)n);
+    s->member_state = malloc((size_t)n);
+    if (!s->args || !s->targets || !s->member_state)
+        return STRATA_ENOMEM;
+    return STRATA_OK;
+}
+
+static void init_slot(strata_orch *o, st_slot *s, st_slot_kind kind, strata_callable fn, int n) {
+    st_run *r = o->run;
+    s->kind = (uint8_t)kind;
+    s->has_heap = 0;
+    s->scope_ref = 0;
+    s->poisoned_in_build = 0;
+    s->run = r;
+    s->seq = ++r->next_seq;
+    s->callable = fn;
+    s->nmembers = (uint16_t)n;
+    s->members_terminal = 0;
+    s->group_failed = 0;
+    s->fanin_count = s->fanin_released = 0;
+    s->fanout_total = s->fanout_released = 0;
+    s->fail_status = 0;
+    s->cfg = (strata_call_config){0};
+    st_run_link_slot(r, s);
+    r->active_tasks++;
+}
+
+/* The slot is owned by the run from here on; a scope holds one reference. */
+static int hold_in_scope(strata_orch *o, st_slot *s) {
+    if (o->nscope_refs == o->cap_scope_refs) {
+        uint32_t ncap = o->cap_scope_refs ? o->cap_scope_refs * 2 : 256;
+        uint64_t *nv = realloc(o->scope_refs, sizeof *nv * ncap);
+        if (!nv)
+            return STRATA_ENOMEM;
+        o->scope_refs = nv;
+        o->cap_scope_refs = ncap;
+    }
+    o->scope_refs[o->nscope_refs++] = st_ref_of(s);
+    s->scope_ref = 1;
+    s->fanout_total = 1;
+    return STRATA_OK;
+}
+
+/* Runtime memory for OUT tensors given without memory: one heap allocation
+ * carved into 1 KiB-aligned pieces, written back into the caller's args. */
+static int provide_out_memory(strata_orch *o, st_slot *s, strata_task_args *user_args,
+                              uint64_t deadline, const char *what) {
+    strata_worker *w = o->w;
+    uint64_t total = 0;
+    for (int m = 0; m < s->nmembers; m++)
+        for (uint32_t i = 0; i < s->args[m].ntensors; i++)
+            if (needs_memory(&s->args[m].tensors[i], s->args[m].tags[i])) {
+                strata_tensor *t = &s->args[m].tensors[i];
+                uint64_t bytes =
+                    (uint64_t)strata_tensor_numel(t) * strata_dtype_size((strata_dtype)t->dtype);
+                total += (bytes + ST_HEAP_ALIGN - 1) / ST_HEAP_ALIGN * ST_HEAP_ALIGN;
+            }
+    if (total == 0)
+        return STRATA_OK;
+    void *base;
+    STRATA_TRY(take_heap(w, heap_ring_of(o), total, deadline, &base, &s->heap_ticket, what));
+    s->has_heap = 1;
+    uint64_t off = 0;
+    for (int m = 0; m < s->nmembers; m++)
+        for (uint32_t i = 0; i < s->args[m].ntensors; i++) {
+            strata_tensor *t = &s->args[m].tensors[i];
+            if (!needs_memory(t, s->args[m].tags[i]))
+                continue;
+            uint64_t elem = strata_dtype_size((strata_dtype)t->dtype);
+            uint64_t bytes = (uint64_t)strata_tensor_numel(t) * elem;
+            t->base = (char *)base + off;
+            t->buffer_bytes = bytes;
+            t->offset = 0;
+            t->ident.id = atomic_fetch_add(&w->next_buffer_id, 1);
+            t->ident.generation = 1;
+            t->ident.owner = -1;
+            t->mem = STRATA_MEM_HOST;
+            int64_t stride = 1;
+            for (int k = t->rank - 1; k >= 0; k--) {
+                t->strides[k] = stride;
+                stride *= t->shape[k];
+            }
+            t->holder_ = st_ref_of(s);
+            user_args[m].tensors[i] = *t;
+            off += (bytes + ST_HEAP_ALIGN - 1) / ST_HEAP_ALIGN * ST_HEAP_ALIGN;
+        }
+    return STRATA_OK;
+}
+
+/* ---- dependency inference (lock held) -------------------------------------- */
+
+typedef struct dep_ctx {
+    strata_worker *w;
+    st_slot *self;
+    uint64_t stamp; /* marks producers already collected for this submit */
+    uint64_t *refs;
+    uint32_t n, cap;
+    uint64_t inline_buf[64];
+} dep_ctx;
+
+static int add_dep(void *vctx, uint64_t ref) {
+    dep_ctx *d = vctx;
+    st_slot *p = st_slots_get(&d->w->slots, ref);
+    if (!p || p == d->self || p->visit_stamp == d->stamp)
+        return 0;
+    p->visit_stamp = d->stamp;
+    if (d->n == d->cap) {
+        uint32_t ncap = d->cap * 2;
+        uint64_t *nv = malloc(sizeof *nv * ncap);
+        if (!nv)
+            return STRATA_ENOMEM;
+        memcpy(nv, d->refs, sizeof *nv * d->n);
+        if (d->refs != d->inline_buf)
+            free(d->refs);
+        d->refs = nv;
+        d->cap = ncap;
+    }
+    d->refs[d->n++] = ref;
+    return 0;
+}
+
+static int infer_dependencies(strata_worker *w, st_slot *s, dep_ctx *d) {
+    /* Lookups of every argument first, then inserts: a task never waits on itself. */
+    for (int m = 0; m < s->nmembers; m++) {
+        const strata_task_args *a = &s->args[m];
+        for (uint32_t i = 0; i < a->ntensors; i++) {
+            const strata_tensor *t = &a->tensors[i];
+            if (t->holder_ != 0 && st_slots_get(&w->slots, t->holder_))
+                STRATA_TRY(add_dep(d, t->holder_)); /* keep runtime memory alive */
+            if (a->tags[i] == STRATA_NO_DEP || t->holder_ == st_ref_of(s))
+                continue;
+            st_footprint fp;
+            st_footprint_of(t, &fp);
+            STRATA_TRY(
+                st_tmap_lookup(&w->tmap, &t->ident, &fp, a->tags[i] != STRATA_IN, add_dep, d));
+        }
+    }
+    for (int m = 0; m < s->nmembers; m++) {
+        const strata_task_args *a = &s->args[m];
+        for (uint32_t i = 0; i < a->ntensors; i++) {
+            const strata_tensor *t = &a->tensors[i];
+            if (a->tags[i] == STRATA_NO_DEP)
+                continue;
+            st_footprint fp;
+            st_footprint_of(t, &fp);
+            if (a->tags[i] == STRATA_IN)
+                STRATA_TRY(st_tmap_insert_reader(&w->tmap, &t->ident, &fp, st_ref_of(s)));
+            else
+                STRATA_TRY(st_tmap_insert_writer(&w->tmap, &t->ident, &fp, st_ref_of(s)));
+        }
+    }
+    return STRATA_OK;
+}
+
+/* Wire s to each producer. Returns the number of live (unfinished) producers;
+ * sets *poisoned if one failed. An edge is one transaction on both ends. */
+static int wire(strata_worker *w, st_slot *s, const dep_ctx *d, uint32_t *live, int *poisoned) {
+    *live = 0;
+    for (uint32_t i = 0; i < d->n; i++) {
+        st_slot *p = st_slots_get(&w->slots, d->refs[i]);
+        if (!p)
+            continue; /* consumed: no edge */
+        if (st_reflist_push(&p->consumers, st_ref_of(s)) != STRATA_OK)
+            return STRATA_ENOMEM;
+        if (st_reflist_push(&s->producers, d->refs[i]) != STRATA_OK) {
+            p->consumers.n--;
+            return STRATA_ENOMEM;
+        }
+        p->fanout_total++;
+        st_task_state ps = st_slot_state(p);
+        if (ps == ST_FAILED)
+            *poisoned = 1;
+        else if (ps != ST_COMPLETED)
+            (*live)++;
+    }
+    return STRATA_OK;
+}
+
+/* Publication: BUILDING -> READY | PENDING, or the poisoned path. */
+static void publish(strata_worker *w, st_slot *s, uint32_t live, int poisoned) {
+    if (st_slot_state(s) != ST_BUILDING)
+        poisoned = 1; /* a producer's failure claimed it while it was being wired */
+    if (poisoned) {
+        if (st_slot_state(s) == ST_BUILDING) {
+            st_slot_fail_claim(s);
+            s->fail_status = STRATA_ETASK;
+        }
+        st_settle_failed_unstarted(w, s);
+        return;
+    }
+    s->fanin_count = live;
+    if (s->fanin_released >= live) {
+        st_slot_transition(s, ST_T_PUBLISH_READY);
+        st_enqueue_ready(w, s);
+    } else {
+        st_slot_transition(s, ST_T_PUBLISH_WAIT);
+    }
+}
+
+static int fail_fast(st_run *r, const char *what) {
+    if (!st_run_failed(r))
+        return STRATA_OK;
+    return st_fail(r->error_status, "%s: %s", what, r->error_msg ? r->error_msg : "run failed");
+}
+
+static int submit_common(strata_orch *o, st_slot_kind kind, strata_callable fn,
+                         strata_task_args *args, int n, const int *targets,
+                         const strata_call_config *cfg, const char *what) {
+    STRATA_TRY(orch_check(o, what));
+    strata_worker *w = o->w;
+    if (!args)
+        return st_fail(STRATA_EINVAL, "%s: args is NULL", what);
+    if (n < 1 || n > STRATA_MAX_GROUP)
+        return st_fail(STRATA_EINVAL, "%s: %d members (1..%d allowed)", what, n, STRATA_MAX_GROUP);
+    if (kind == ST_SLOT_SUB && n > w->nsubs)
+        return st_fail(STRATA_EINVAL, "%s: a group of %d needs %d sub workers (this worker has %d)",
+                       what, n, n, w->nsubs);
+    STRATA_TRY(
+        check_callable(w, fn, kind == ST_SLOT_SUB ? ST_CALLABLE_SUB : ST_CALLABLE_NEXT, what));
+    if (targets)
+        STRATA_TRY(check_targets(w, targets, n, what));
+    STRATA_TRY(check_args(args, n, targets, what));
+    if (cfg && cfg->flags != 0)
+        return st_fail(STRATA_EINVAL, "%s: call config flags must be 0", what);
+
+    uint64_t deadline = st_deadline_after(w->cfg.capacity_timeout_ns);
+    st_engine_lock(w);
+    st_run *r = o->run;
+    int rc = fail_fast(r, what);
+    st_slot *s = rc ? NULL : take_slot(w, deadline, what);
+    if (!s) {
+        st_engine_unlock(w);
+        return rc ? rc : STRATA_ECAPACITY;
+    }
+    init_slot(o, s, kind, fn, n);
+    if (cfg)
+        s->cfg = *cfg;
+    rc = alloc_member_arrays(s, n);
+    if (rc == STRATA_OK) {
+        for (int m = 0; m < n; m++) {
+            copy_args(&s->args[m], &args[m]);
+            s->targets[m] = targets ? targets[m] : -1;
+            s->member_state[m] = ST_MEMBER_WAITING;
+        }
+        rc = provide_out_memory(o, s, args, deadline, what);
+    }
+    /* Only tasks that own runtime memory need the scope's reference: it keeps
+     * the memory alive for tasks submitted later in the scope. Others are
+     * released as soon as they finish, so the task window bounds unfinished
+     * tasks, not the size of a run. */
+    if (rc == STRATA_OK && s->has_heap)
+        rc = hold_in_scope(o, s);
+    dep_ctx d = {.w = w, .self = s, .stamp = ++w->visit_stamp, .n = 0, .cap = 64};
+    d.refs = d.inline_buf;
+    if (rc == STRATA_OK)
+        rc = infer_dependencies(w, s, &d);
+    uint32_t live = 0;
+    int poisoned = 0;
+    if (rc == STRATA_OK)
+        rc = wire(w, s, &d, &live, &poisoned);
+    if (d.refs != d.inline_buf)
+        free(d.refs);
+    if (rc != STRATA_OK) {
+        /* The slot belongs to the run: fail it there, so the fence still resolves. */
+        if (rc == STRATA_ENOMEM)
+            st_fail(rc, "%s: out of memory", what);
+        char label[128];
+        st_task_label(w, s, label, sizeof label);
+        st_run_record_error(r, rc, "run %llu: %s: submit failed: %s", (unsigned long long)r->id,
+                            label, strata_last_error());
+        poisoned = 1;
+    }
+    st_hook(w, ST_HOOK_AFTER_WIRING, st_ref_of(s));
+    publish(w, s, live, poisoned);
+    st_sched_pass(w);
+    st_engine_unlock(w);
+    return rc;
+}
+
+int strata_submit_sub(strata_orch *o, strata_callable fn, strata_task_args *args) {
+    return submit_common(o, ST_SLOT_SUB, fn, args, 1, NULL, NULL, "strata_submit_sub");
+}
+
+int strata_submit_sub_group(strata_orch *o, strata_callable fn, strata_task_args *args, int n) {
+    return submit_common(o, ST_SLOT_SUB, fn, args, n, NULL, NULL, "strata_submit_sub_group");
+}
+
+int strata_submit_next_level(strata_orch *o, strata_callable fn, strata_task_args *args,
+                             const strata_call_config *cfg, int worker_id) {
+    return submit_common(o, ST_SLOT_NEXT, fn, args, 1, &worker_id, cfg, "strata_submit_next_level");
+}
+
+int strata_submit_next_level_group(strata_orch *o, strata_callable fn, strata_task_args *args,
+                                   const strata_call_config *cfg, const int *worker_ids, int n) {
+    if (!worker_ids)
+        return st_fail(STRATA_EINVAL, "strata_submit_next_level_group: worker_ids is NULL");
+    return submit_common(o, ST_SLOT_NEXT, fn, args, n, worker_ids, cfg,
+                         "strata_submit_next_level_group");
+}
+
+/* ---- runtime allocations ---------------------------------------------------- */
+
+int strata_orch_alloc(strata_orch *o, int rank, const int64_t *shape, strata_dtype dtype,
+                      strata_tensor *out) {
+    const char *what = "strata_orch_alloc";
+    STRATA_TRY(orch_check(o, what));
+    if (!shape || !out)
+        return st_fail(STRATA_EINVAL, "%s: shape and out must not be NULL", what);
+    if (rank < 1 || rank > STRATA_MAX_RANK)
+        return st_fail(STRATA_EINVAL, "%s: rank %d outside 1..%d", what, rank, STRATA_MAX_RANK);
+    if ((unsigned)dtype >= STRATA_DTYPE_COUNT)
+        return st_fail(STRATA_EINVAL, "%s: unknown dtype %d", what, (int)dtype);
+    strata_tensor t = {0};
+    t.rank = (uint8_t)rank;
+    t.dtype = (uint8_t)dtype;
+    uint64_t numel = 1;
+    for (int k = 0; k < rank; k++) {
+        if (shape[k] < 1)
+            return st_fail(STRATA_EINVAL, "%s: dimension %d is %lld (must be >= 1)", what, k,
+                           (long long)shape[k]);
+        t.shape[k] = shape[k];
+        numel *= (uint64_t)shape[k];
+    }
+    int64_t stride = 1;
+    for (int k = rank - 1; k >= 0; k--) {
+        t.strides[k] = stride;
+        stride *= t.shape[k];
+    }
+    uint64_t bytes = numel * strata_dtype_size(dtype);
+
+    strata_worker *w = o->w;
+    uint64_t deadline = st_deadline_after(w->cfg.capacity_timeout_ns);
+    st_engine_lock(w);
+    int rc = fail_fast(o->run, what);
+    void *base = NULL;
+    uint64_t ticket = 0;
+    if (rc == STRATA_OK)
+        rc = take_heap(w, heap_ring_of(o), bytes, deadline, &base, &ticket, what);
+    st_slot *s = NULL;
+    if (rc == STRATA_OK) {
+        s = take_slot(w, deadline, what);
+        if (!s) {
+            st_heap_release(&w->heap, ticket);
+            rc = STRATA_ECAPACITY;
+        }
+    }
+    if (rc != STRATA_OK) {
+        st_engine_unlock(w);
+        return rc;
+    }
+    init_slot(o, s, ST_SLOT_ALLOC, -1, 1);
+    alloc_member_arrays(s, 1);
+    s->inline_args.ntensors = 0;
+    s->inline_args.nscalars = 0;
+    s->has_heap = 1;
+    s->heap_ticket = ticket;
+    t.base = base;
+    t.buffer_bytes = bytes;
+    t.ident.id = atomic_fetch_add(&w->next_buffer_id, 1);
+    t.ident.generation = 1;
+    t.ident.owner = -1;
+    t.mem = STRATA_MEM_HOST;
+    t.holder_ = st_ref_of(s);
+    rc = hold_in_scope(o, s);
+    st_footprint fp;
+    st_footprint_whole(bytes, &fp);
+    if (rc == STRATA_OK)
+        rc = st_tmap_insert_writer(&w->tmap, &t.ident, &fp, st_ref_of(s));
+    st_slot_transition(s, ST_T_ALLOC_DONE);
+    s->fanout_released = 1; /* the terminal self release of a slot that never runs */
+    if (rc != STRATA_OK) {
+        st_run_record_error(o->run, rc, "run %llu: strata_orch_alloc: out of memory",
+                            (unsigned long long)o->run->id);
+        st_fail(rc, "%s: out of memory", what);
+        if (!s->scope_ref)
+            st_release_ref(w, s); /* not held by a scope: reclaim now */
+    } else {
+        *out = t;
+    }
+    st_engine_unlock(w);
+    return rc;
+}
+
+/* ---- scopes ------------------------------------------------------------------- */
+
+int strata_scope_begin(strata_orch *o) {
+    STRATA_TRY(orch_check(o, "strata_scope_begin"));
+    if (o->depth >= STRATA_MAX_SCOPE_DEPTH)
+        return st_fail(STRATA_ECAPACITY,
+                       "strata_scope_begin: %d scopes already open (the limit, "
+                       "STRATA_MAX_SCOPE_DEPTH, counts the run's outer scope)",
+                       o->depth);
+    o->frame_start[o->depth++] = o->nscope_refs;
+    return STRATA_OK;
+}
+
+/* Drop the references of scopes deeper than `depth` (lock held). */
+void st_orch_close_scopes_to(strata_orch *o, int depth) {
+    strata_worker *w = o->w;
+    while (o->depth > depth) {
+        uint32_t start = o->frame_start[--o->depth];
+        for (uint32_t i = start; i < o->nscope_refs; i++) {
+            st_slot *s = st_slots_get(&w->slots, o->scope_refs[i]);
+            ST_ASSERT(s != NULL, "a scope-held task vanished");
+            if (s) {
+                s->scope_ref = 0;
+                st_release_ref(w, s);
+            }
+        }
+        o->nscope_refs = start;
+    }
+}
+
+int strata_scope_end(strata_orch *o) {
+    STRATA_TRY(orch_check(o, "strata_scope_end"));
+    if (o->depth <= 1)
+        return st_fail(STRATA_ESTATE, "strata_scope_end: no scope is open (the run's outer "
+                                      "scope is closed by strata itself)");
+    st_engine_lock(o->w);
+    st_orch_close_scopes_to(o, o->depth - 1);
+    st_sched_pass(o->w);
+    st_engine_unlock(o->w);
+    return STRATA_OK;
+}
+
+uint64_t strata_orch_run_id(const strata_orch *o) {
+    return o && o->run ? o->run->id : 0;
+}

@@ -1,0 +1,277 @@
+/* core/run.c - run admission, phases, the completion fence, first error,
+ * cancellation and retirement (DESIGN §5.4).
+ *
+ * Owns: the run FIFO, leases, the phase state machine:
+ *   BUILDING --close, not head--> PREPARED --becomes head--> EXECUTING
+ *   BUILDING --is head (even while building)--> EXECUTING
+ *   EXECUTING|PREPARED|BUILDING --closed, fence reached--> COMPLETED | FAILED
+ * Must never: fail loudly on scheduler-side calls, or retire a run before its
+ * submission is closed and every slot it owns is consumed.
+ * Caller holds the engine lock for every st_run_* call below except unref.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/engine.h"
+#include "util/assert.h"
+#include "util/error.h"
+
+static const char *const phase_names[] = {"?",         "BUILDING",  "PREPARED",
+                                          "EXECUTING", "COMPLETED", "FAILED"};
+
+const char *st_run_phase_name(uint32_t phase) {
+    return phase <= ST_RUN_FAILED ? phase_names[phase] : "?";
+}
+
+static uint32_t run_phase(const st_run *r) {
+    return atomic_load_explicit(&((st_run *)r)->phase.value, memory_order_acquire);
+}
+
+/* Named phase transitions, checked in debug builds. */
+static void set_phase(st_run *r, st_run_phase to) {
+    uint32_t from = run_phase(r);
+    int legal = 0;
+    switch (to) {
+    case ST_RUN_PREPARED:
+        legal = from == ST_RUN_BUILDING;
+        break;
+    case ST_RUN_EXECUTING:
+        legal = from == ST_RUN_BUILDING || from == ST_RUN_PREPARED;
+        break;
+    case ST_RUN_COMPLETED:
+    case ST_RUN_FAILED:
+        legal = !st_run_terminal_phase(from);
+        break;
+    case ST_RUN_BUILDING:
+        legal = 0;
+        break;
+    }
+    ST_ASSERT(legal, "run %llu: phase %s -> %s", (unsigned long long)r->id, st_run_phase_name(from),
+              st_run_phase_name(to));
+    (void)legal;
+    st_event_set(&r->phase, to);
+}
+
+void st_run_record_error(st_run *r, int status, const char *fmt, ...) {
+    if (r->error_status != 0)
+        return; /* first error wins */
+    r->error_status = status ? status : STRATA_ETASK;
+    char buf[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    r->error_msg = strdup(buf);
+}
+
+void st_run_unref(st_run *r) {
+    if (atomic_fetch_sub(&r->refs, 1) != 1)
+        return;
+    st_rq_free(&r->sub_q);
+    st_rq_free(&r->group_q);
+    for (int i = 0; i < r->ndirected; i++)
+        st_rq_free(&r->directed_q[i]);
+    free(r->directed_q);
+    free(r->error_msg);
+    free(r);
+}
+
+void st_run_link_slot(st_run *r, st_slot *s) {
+    s->run_prev = NULL;
+    s->run_next = r->live;
+    if (r->live)
+        r->live->run_prev = s;
+    r->live = s;
+}
+
+void st_run_unlink_slot(st_run *r, st_slot *s) {
+    if (s->run_prev)
+        s->run_prev->run_next = s->run_next;
+    else
+        r->live = s->run_next;
+    if (s->run_next)
+        s->run_next->run_prev = s->run_prev;
+    s->run_prev = s->run_next = NULL;
+}
+
+static void notify_endpoints_activated(strata_worker *w, st_run *r) {
+    for (int i = 0; i < w->nnext; i++) {
+        st_endpoint *ep = w->next[i].ep;
+        if (ep->ops->activate)
+            ep->ops->activate(ep, r->id);
+    }
+}
+
+/* The FIFO head starts executing (it may still be building). */
+static void activate_head(strata_worker *w) {
+    st_run *r = w->fifo_head;
+    if (!r || r->is_head)
+        return;
+    r->is_head = 1;
+    set_phase(r, ST_RUN_EXECUTING);
+    notify_endpoints_activated(w, r);
+}
+
+static void fifo_remove(strata_worker *w, st_run *r) {
+    st_run **pp = &w->fifo_head;
+    st_run *prev = NULL;
+    while (*pp && *pp != r) {
+        prev = *pp;
+        pp = &(*pp)->fifo_next;
+    }
+    ST_ASSERT(*pp == r, "run %llu not in the FIFO", (unsigned long long)r->id);
+    *pp = r->fifo_next;
+    if (w->fifo_tail == r)
+        w->fifo_tail = prev;
+    r->fifo_next = NULL;
+}
+
+static void retire(strata_worker *w, st_run *r) {
+    int was_head = r->is_head;
+    fifo_remove(w, r);
+    w->lease_used[r->lease.slot] = 0;
+    w->live_runs--;
+    r->is_head = 0;
+    set_phase(r, st_run_failed(r) ? ST_RUN_FAILED : ST_RUN_COMPLETED);
+    st_event_bump(&w->admit_ev);
+    if (was_head) {
+        activate_head(w);
+        if (w->fifo_head)
+            st_run_finish_if_ready(w, w->fifo_head);
+    }
+    st_run_unref(r); /* the engine's reference */
+}
+
+void st_run_finish_if_ready(strata_worker *w, st_run *r) {
+    if (!r->submission_closed || r->active_tasks > 0 || st_run_terminal_phase(run_phase(r)))
+        return;
+    if (!r->is_head && !st_run_failed(r))
+        return; /* a completed run finishes in FIFO order, once it is the head */
+    retire(w, r);
+}
+
+void st_run_task_consumed(strata_worker *w, st_run *r) {
+    if (r->active_tasks <= 0) {
+        st_run_record_error(r, STRATA_ESTATE,
+                            "run %llu: task count underflow (a task was consumed twice)",
+                            (unsigned long long)r->id);
+        r->active_tasks = 0;
+    } else {
+        r->active_tasks--;
+    }
+    st_run_finish_if_ready(w, r);
+}
+
+int st_run_begin(strata_worker *w, st_run **out) {
+    st_engine_lock(w);
+    for (;;) {
+        if (w->state != ST_WORKER_RUNNING) {
+            st_engine_unlock(w);
+            return st_fail(w->state == ST_WORKER_CLOSED ? STRATA_ECLOSED : STRATA_ESTATE,
+                           w->state == ST_WORKER_CLOSED
+                               ? "strata_submit: the worker is closed"
+                               : "strata_submit: the worker is not initialised (call "
+                                 "strata_worker_init first)");
+        }
+        if (!w->building && w->live_runs < (int)w->cfg.pipeline_depth)
+            break;
+        uint32_t seen = atomic_load(&w->admit_ev.value);
+        st_engine_wait(w, &w->admit_ev, seen, UINT64_MAX);
+    }
+    st_run *r = calloc(1, sizeof *r);
+    st_ready_queue *dq = w->nnext ? calloc((size_t)w->nnext, sizeof *dq) : NULL;
+    if (!r || (w->nnext && !dq)) {
+        free(r);
+        free(dq);
+        st_engine_unlock(w);
+        return st_fail(STRATA_ENOMEM, "strata_submit: out of memory for the run record");
+    }
+    r->id = ++w->next_run_id;
+    r->w = w;
+    r->directed_q = dq;
+    r->ndirected = w->nnext;
+    atomic_store(&r->refs, 2); /* caller + engine */
+    atomic_store(&r->phase.value, ST_RUN_BUILDING);
+    uint32_t slot = w->lease_used[0] ? 1 : 0;
+    ST_ASSERT(!w->lease_used[slot], "no free lease with %d live runs", w->live_runs);
+    w->lease_used[slot] = 1;
+    r->lease.slot = slot;
+    r->lease.generation = ++w->lease_gen[slot];
+    if (w->fifo_tail)
+        w->fifo_tail->fifo_next = r;
+    else
+        w->fifo_head = r;
+    w->fifo_tail = r;
+    w->live_runs++;
+    w->building = 1;
+    st_tmap_reset(&w->tmap); /* the map only ever holds the building run's entries */
+    activate_head(w);
+    *out = r;
+    return STRATA_OK; /* lock held */
+}
+
+void st_run_close_submission(strata_worker *w, st_run *r) {
+    ST_ASSERT(!r->submission_closed, "run %llu closed twice", (unsigned long long)r->id);
+    r->submission_closed = 1;
+    w->building = 0;
+    if (run_phase(r) == ST_RUN_BUILDING)
+        set_phase(r, ST_RUN_PREPARED);
+    st_event_bump(&w->admit_ev);
+    st_run_finish_if_ready(w, r);
+}
+
+void st_run_fail_submission(strata_worker *w, st_run *r, int status, const char *msg) {
+    st_run_record_error(r, status, "run %llu: orchestration function failed (%s): %s",
+                        (unsigned long long)r->id, strata_status_name(status),
+                        msg && msg[0] ? msg : "(no message)");
+    st_run_cancel_unstarted(w, r, "the orchestration function failed");
+    if (!r->submission_closed) {
+        r->submission_closed = 1;
+        w->building = 0;
+        st_event_bump(&w->admit_ev);
+    }
+    st_run_finish_if_ready(w, r);
+}
+
+void st_run_cancel_unstarted(strata_worker *w, st_run *r, const char *why) {
+    (void)why;
+    size_t n = 0, cap = 0;
+    uint64_t *refs = NULL;
+    for (st_slot *s = r->live; s; s = s->run_next) {
+        st_task_state st = st_slot_state(s);
+        if (st != ST_PENDING && st != ST_READY)
+            continue;
+        if (n == cap) {
+            size_t ncap = cap ? cap * 2 : 64;
+            uint64_t *nr = realloc(refs, sizeof *nr * ncap);
+            if (!nr)
+                break; /* out of memory: cancel what we have; the rest still run */
+            refs = nr;
+            cap = ncap;
+        }
+        refs[n++] = st_ref_of(s);
+    }
+    /* Snapshot first: cancelling consumes slots and edits the live list. */
+    for (size_t i = 0; i < n; i++) {
+        st_slot *s = st_slots_get(&w->slots, refs[i]);
+        if (s)
+            st_poison(w, s, STRATA_ECANCELED);
+    }
+    free(refs);
+}
+
+st_run *st_run_find(strata_worker *w, uint64_t run_id) {
+    for (st_run *r = w->fifo_head; r; r = r->fifo_next)
+        if (r->id == run_id)
+            return r;
+    return NULL;
+}
+
+void st_run_report_error(strata_worker *w, uint64_t run_id, int status, const char *msg) {
+    st_run *r = st_run_find(w, run_id);
+    if (!r)
+        return; /* unknown or finished run: ignored, never fatal */
+    st_run_record_error(r, status, "run %llu: %s", (unsigned long long)run_id, msg);
+}

@@ -1,0 +1,79 @@
+/* core/run.h - runs: identity, phases, the completion fence, the first error,
+ * FIFO admission with leases (DESIGN §5.4).
+ *
+ * Owns: the run record (which is also the public strata_run_handle) and the
+ * phase state machine.
+ * Must never: fail loudly on calls that come from the scheduler side
+ * (task accounting on an unknown or finished run is ignored or recorded as the
+ * run's error, never an abort).
+ */
+#ifndef STRATA_CORE_RUN_H
+#define STRATA_CORE_RUN_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "core/ready_queue.h"
+#include "util/futex.h"
+
+typedef enum st_run_phase {
+    ST_RUN_BUILDING = 1, /* the orchestration function is running; not yet the head */
+    ST_RUN_PREPARED,     /* built, waiting to become the head */
+    ST_RUN_EXECUTING,    /* the head: its tasks are dispatched (may still be building) */
+    ST_RUN_COMPLETED,
+    ST_RUN_FAILED
+} st_run_phase;
+
+const char *st_run_phase_name(uint32_t phase);
+
+/* A pipeline lease: {slot, generation}. Generations only grow, so a holder of
+ * an old lease is recognised as stale. */
+typedef struct st_lease {
+    uint32_t slot;
+    uint32_t generation;
+} st_lease;
+
+struct st_slot;
+struct strata_worker;
+
+/* The run record. Engine-lock protected except: `phase` (an event word read
+ * by waiters without the lock; error fields are written before the terminal
+ * phase is stored and read after it is observed) and `refs`. */
+typedef struct strata_run_handle {
+    uint64_t id;
+    st_event phase;   /* st_run_phase; waiters park on it */
+    _Atomic int refs; /* the caller's handle + the engine's until retirement */
+    struct strata_worker *w;
+    st_lease lease;
+    int64_t active_tasks; /* slots of this run not yet consumed: the fence */
+    uint64_t next_seq;    /* task numbers within the run */
+    int submission_closed;
+    int is_head;
+    int error_status;     /* first error's status (0 = none) */
+    char *error_msg;      /* first error's message (NULL = none) */
+    struct st_slot *live; /* live slots (intrusive list, for cancellation) */
+    struct strata_run_handle *fifo_next;
+    /* Ready work of this run, partitioned by target. */
+    st_ready_queue sub_q;
+    st_ready_queue group_q;
+    st_ready_queue *directed_q; /* one per next-level worker */
+    int ndirected;
+} st_run;
+
+/* Record err as the run's error if it has none yet (first error wins).
+ * Never fails: if the message cannot be stored, a static one is used. */
+void st_run_record_error(st_run *r, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static inline int st_run_failed(const st_run *r) {
+    return r->error_status != 0;
+}
+
+static inline int st_run_terminal_phase(uint32_t p) {
+    return p == ST_RUN_COMPLETED || p == ST_RUN_FAILED;
+}
+
+/* Drop one reference; frees the record at zero. */
+void st_run_unref(st_run *r);
+
+#endif

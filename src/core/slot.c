@@ -1,0 +1,143 @@
+/* core/slot.c - the task window and the task state machine.
+ *
+ * Owns: slot storage, the free list, generations and the transition table.
+ * Must never: decide *when* a transition happens (the scheduler and the
+ * orchestrator do); it only applies and checks them. Caller holds the engine lock.
+ */
+#include "core/slot.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/assert.h"
+#include "strata/status.h"
+
+static const char *const state_names[ST_STATE_COUNT] = {
+    "FREE", "BUILDING", "PENDING", "READY", "RUNNING", "COMPLETED", "FAILED", "CONSUMED"};
+
+const char *st_state_name(st_task_state s) {
+    return s < ST_STATE_COUNT ? state_names[s] : "?";
+}
+
+/* Legal source states (bit mask) and the target of every named transition. */
+#define BIT(s) (1u << (s))
+static const struct {
+    uint32_t from_mask;
+    st_task_state to;
+    const char *name;
+} transitions[ST_TRANSITION_COUNT] = {
+    [ST_T_CLAIM] = {BIT(ST_FREE), ST_BUILDING, "claim"},
+    [ST_T_PUBLISH_WAIT] = {BIT(ST_BUILDING), ST_PENDING, "publish-wait"},
+    [ST_T_PUBLISH_READY] = {BIT(ST_BUILDING), ST_READY, "publish-ready"},
+    [ST_T_ALLOC_DONE] = {BIT(ST_BUILDING), ST_COMPLETED, "alloc-done"},
+    [ST_T_RELEASED] = {BIT(ST_PENDING), ST_READY, "released"},
+    [ST_T_FAIL_CLAIM] = {BIT(ST_BUILDING) | BIT(ST_PENDING) | BIT(ST_READY), ST_FAILED,
+                         "fail-claim"},
+    [ST_T_DISPATCH] = {BIT(ST_READY), ST_RUNNING, "dispatch"},
+    [ST_T_SUCCEED] = {BIT(ST_RUNNING), ST_COMPLETED, "succeed"},
+    [ST_T_FAIL] = {BIT(ST_RUNNING), ST_FAILED, "fail"},
+    [ST_T_CONSUME] = {BIT(ST_COMPLETED) | BIT(ST_FAILED), ST_CONSUMED, "consume"},
+    [ST_T_RECYCLE] = {BIT(ST_CONSUMED), ST_FREE, "recycle"},
+};
+
+void st_slot_transition(st_slot *s, st_transition t) {
+    st_task_state from = st_slot_state(s);
+    ST_ASSERT(transitions[t].from_mask & BIT(from), "transition %s from %s (slot %u)",
+              transitions[t].name, st_state_name(from), s->index);
+    (void)from;
+    atomic_store_explicit(&s->state, transitions[t].to, memory_order_release);
+}
+
+st_task_state st_slot_fail_claim(st_slot *s) {
+    st_task_state from = st_slot_state(s);
+    if (!(transitions[ST_T_FAIL_CLAIM].from_mask & BIT(from)))
+        return ST_STATE_COUNT;
+    atomic_store_explicit(&s->state, ST_FAILED, memory_order_release);
+    return from;
+}
+
+int st_slot_dispatch_claim(st_slot *s) {
+    if (st_slot_state(s) != ST_READY)
+        return 0;
+    atomic_store_explicit(&s->state, ST_RUNNING, memory_order_release);
+    return 1;
+}
+
+void st_reflist_init(st_reflist *l) {
+    l->n = 0;
+    l->cap = 4;
+    l->v = l->inl;
+}
+
+int st_reflist_push(st_reflist *l, uint64_t ref) {
+    if (l->n == l->cap) {
+        uint32_t ncap = l->cap * 2;
+        uint64_t *nv = malloc(sizeof *nv * ncap);
+        if (!nv)
+            return STRATA_ENOMEM;
+        memcpy(nv, l->v, sizeof *nv * l->n);
+        if (l->v != l->inl)
+            free(l->v);
+        l->v = nv;
+        l->cap = ncap;
+    }
+    l->v[l->n++] = ref;
+    return STRATA_OK;
+}
+
+void st_reflist_free(st_reflist *l) {
+    if (l->v != l->inl)
+        free(l->v);
+    st_reflist_init(l);
+}
+
+int st_slots_init(st_slot_store *st, uint32_t capacity) {
+    memset(st, 0, sizeof *st);
+    st->slots = calloc(capacity, sizeof *st->slots);
+    st->free_stack = malloc(sizeof *st->free_stack * capacity);
+    if (!st->slots || !st->free_stack) {
+        st_slots_destroy(st);
+        return STRATA_ENOMEM;
+    }
+    st->capacity = capacity;
+    /* Lowest indices on top of the stack: recently used slots stay warm. */
+    for (uint32_t i = 0; i < capacity; i++) {
+        st->slots[i].index = i;
+        st->slots[i].gen = 1;
+        st_reflist_init(&st->slots[i].consumers);
+        st_reflist_init(&st->slots[i].producers);
+        st->free_stack[i] = capacity - 1 - i;
+    }
+    st->nfree = capacity;
+    return STRATA_OK;
+}
+
+void st_slots_destroy(st_slot_store *st) {
+    if (st->slots) {
+        for (uint32_t i = 0; i < st->capacity; i++) {
+            st_reflist_free(&st->slots[i].consumers);
+            st_reflist_free(&st->slots[i].producers);
+        }
+    }
+    free(st->slots);
+    free(st->free_stack);
+    memset(st, 0, sizeof *st);
+}
+
+st_slot *st_slots_take(st_slot_store *st) {
+    if (st->nfree == 0)
+        return NULL;
+    st_slot *s = &st->slots[st->free_stack[--st->nfree]];
+    st_slot_transition(s, ST_T_CLAIM);
+    return s;
+}
+
+void st_slots_recycle(st_slot_store *st, st_slot *s) {
+    st_slot_transition(s, ST_T_RECYCLE);
+    s->gen++;
+    if (s->gen == 0) /* generation 0 never names a live slot */
+        s->gen = 1;
+    st_reflist_free(&s->consumers);
+    st_reflist_free(&s->producers);
+    st->free_stack[st->nfree++] = s->index;
+}

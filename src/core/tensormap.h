@@ -1,0 +1,97 @@
+/* core/tensormap.h - the dependency map of the run being built (DESIGN §5.2).
+ *
+ * Owns: per buffer identity, the writer entries and the reader entries
+ * recorded since, each a task reference plus the footprint it touched.
+ * IN waits for the last writer(s) of overlapping bytes; OUT / INOUT /
+ * OUT_EXISTING wait for the last writers and every reader since, then become
+ * the writer. The engine does the lookup and then the insert; this module
+ * only stores and finds.
+ * Must never: lock (the engine calls it under its own lock), malloc on the
+ * common path (entries come from a pooled free list, tables grow by
+ * doubling), walk the whole table on reset, or hand a lookup an entry whose
+ * task is gone.
+ */
+#ifndef STRATA_CORE_TENSORMAP_H
+#define STRATA_CORE_TENSORMAP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/footprint.h"
+#include "strata/tensor.h"
+
+#define ST_TMAP_NIL UINT32_MAX /* no entry / no record */
+
+/* 0 = that task is gone, its entries may be dropped. Must not touch the map. */
+typedef int (*st_tmap_alive_fn)(void *ctx, uint64_t ref);
+/* Called once per matching entry; nonzero aborts the lookup and is returned
+ * as-is. Must not touch the map. */
+typedef int (*st_tmap_visit_fn)(void *ctx, uint64_t ref);
+
+/* Internal layout (embedded by the engine; treat as opaque). */
+typedef struct st_tmap_entry {
+    uint64_t ref;  /* task reference, never 0 while stored */
+    uint32_t next; /* next (older) entry of the same list, or free-list link */
+    uint32_t reserved_;
+    st_footprint fp;
+} st_tmap_entry;
+
+typedef struct st_tmap_slot { /* open-addressing index (linear probing) */
+    strata_buffer_id key;
+    uint32_t epoch; /* the slot is in use only while equal to the map's epoch */
+    uint32_t rec;   /* index into keys[] */
+} st_tmap_slot;
+
+typedef struct st_tmap_key { /* one buffer identity of the current run */
+    uint32_t slot;
+    uint32_t writers, readers; /* list heads, newest first */
+    uint32_t nwriters, nreaders;
+} st_tmap_key;
+
+typedef struct st_tensormap {
+    st_tmap_slot *slots;
+    uint32_t cap;   /* slots, a power of two */
+    uint32_t epoch; /* never 0 */
+    uint32_t nused;
+    st_tmap_key *keys; /* dense array of the current run's keys */
+    uint32_t nkeys, keys_cap;
+    st_tmap_entry *pool; /* entries: [0, pool_used) handed out, free ones chained */
+    uint32_t pool_used, pool_cap, free_head;
+    size_t nentries;  /* entries stored */
+    size_t sweep_at;  /* sweep for dead entries when nentries + nkeys reaches this */
+    st_tmap_alive_fn alive;
+    void *alive_ctx;
+} st_tensormap;
+
+int st_tmap_init(st_tensormap *m); /* STRATA_ENOMEM on failure */
+void st_tmap_destroy(st_tensormap *m);
+
+/* Drop every entry in O(1) (epoch stamp; storage is reclaimed lazily). Called
+ * when a new run starts building. */
+void st_tmap_reset(st_tensormap *m);
+
+/* Without an alive fn every entry counts as alive. */
+void st_tmap_set_alive_fn(st_tensormap *m, st_tmap_alive_fn fn, void *ctx);
+
+/* Visit every live writer entry under key overlapping fp; with
+ * include_readers also every live reader entry overlapping fp. Dead entries
+ * met on the way are dropped. A ref may be visited more than once (a task
+ * that recorded several views). Returns 0, or the first nonzero visit result. */
+int st_tmap_lookup(st_tensormap *m, const strata_buffer_id *key, const st_footprint *fp,
+                   int include_readers, st_tmap_visit_fn visit, void *ctx);
+
+/* Record a writer: first drop every entry (writer or reader) under key whose
+ * footprint fp covers (and every dead one), then add it. STRATA_ENOMEM if
+ * the map could not grow. */
+int st_tmap_insert_writer(st_tensormap *m, const strata_buffer_id *key, const st_footprint *fp,
+                          uint64_t ref);
+
+/* Record a reader; skipped if the same ref with an identical footprint is
+ * already the newest reader. STRATA_ENOMEM if the map could not grow. */
+int st_tmap_insert_reader(st_tensormap *m, const strata_buffer_id *key, const st_footprint *fp,
+                          uint64_t ref);
+
+size_t st_tmap_live_entries(const st_tensormap *m); /* entries currently stored */
+size_t st_tmap_live_keys(const st_tensormap *m);    /* buffer identities currently stored */
+
+#endif

@@ -1,0 +1,383 @@
+/* core/worker.c - the public Worker: configuration, lifecycle, callables and
+ * the run calls (strata_submit / wait / release).
+ *
+ * Owns: creation and teardown order of everything a worker holds.
+ * Must never: start a thread before strata_worker_init (children are forked
+ * before engine threads exist), or free a run record the caller still holds.
+ */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/engine.h"
+#include "exec/thread_endpoint.h"
+#include "util/clock.h"
+#include "util/error.h"
+
+/* The worker whose orchestration function runs on this thread, if any:
+ * catches strata_submit / close called from inside an orchestration function. */
+static _Thread_local strata_worker *tls_orchestrating;
+
+void strata_worker_config_init(strata_worker_config *cfg) {
+    if (!cfg)
+        return;
+    memset(cfg, 0, sizeof *cfg);
+    cfg->level = 3;
+    cfg->sub_workers = 2;
+    cfg->sub_mode = STRATA_HOST_THREAD;
+    cfg->task_window = 4096;
+    cfg->pipeline_depth = 2;
+    cfg->heap_ring_bytes = 64ull << 20;
+    cfg->capacity_timeout_ns = 10ull * 1000000000ull;
+    cfg->spin_ns = 20000;
+}
+
+static int check_config(const strata_worker_config *c) {
+    if (c->sub_workers > STRATA_MAX_SUB_WORKERS)
+        return st_fail(STRATA_EINVAL, "strata_worker_create: sub_workers = %u (at most %d)",
+                       c->sub_workers, STRATA_MAX_SUB_WORKERS);
+    if (c->sub_mode != STRATA_HOST_THREAD)
+        return st_fail(STRATA_EINVAL,
+                       "strata_worker_create: sub_mode %d is not available in this version "
+                       "(use STRATA_HOST_THREAD)",
+                       (int)c->sub_mode);
+    if (c->task_window < 2 || c->task_window > (1u << 24) ||
+        (c->task_window & (c->task_window - 1)))
+        return st_fail(STRATA_EINVAL,
+                       "strata_worker_create: task_window = %u (a power of two in 2..2^24)",
+                       c->task_window);
+    if (c->pipeline_depth < 1 || c->pipeline_depth > 2)
+        return st_fail(STRATA_EINVAL, "strata_worker_create: pipeline_depth = %u (1 or 2)",
+                       c->pipeline_depth);
+    if (c->heap_ring_bytes % ST_HEAP_ALIGN)
+        return st_fail(STRATA_EINVAL,
+                       "strata_worker_create: heap_ring_bytes = %llu (a multiple of %d, or 0)",
+                       (unsigned long long)c->heap_ring_bytes, ST_HEAP_ALIGN);
+    if (c->capacity_timeout_ns == 0)
+        return st_fail(STRATA_EINVAL, "strata_worker_create: capacity_timeout_ns must be > 0");
+    if (c->spin_ns > 10000000)
+        return st_fail(STRATA_EINVAL, "strata_worker_create: spin_ns = %u (at most 10 ms)",
+                       c->spin_ns);
+    return STRATA_OK;
+}
+
+static int tmap_alive(void *ctx, uint64_t ref) {
+    strata_worker *w = ctx;
+    return st_slots_get(&w->slots, ref) != NULL;
+}
+
+int strata_worker_create(const strata_worker_config *cfg, strata_worker **out) {
+    if (!cfg || !out)
+        return st_fail(STRATA_EINVAL, "strata_worker_create: cfg and out must not be NULL");
+    *out = NULL;
+    STRATA_TRY(check_config(cfg));
+    strata_worker *w = calloc(1, sizeof *w);
+    if (!w)
+        return st_fail(STRATA_ENOMEM, "strata_worker_create: out of memory");
+    w->cfg = *cfg;
+    atomic_store(&w->next_buffer_id, 1);
+    w->orch.w = w;
+    int rc = st_slots_init(&w->slots, cfg->task_window);
+    if (rc == STRATA_OK)
+        rc = st_tmap_init(&w->tmap);
+    if (rc != STRATA_OK) {
+        st_slots_destroy(&w->slots);
+        free(w);
+        return st_fail(rc, "strata_worker_create: out of memory for %u task slots",
+                       cfg->task_window);
+    }
+    st_tmap_set_alive_fn(&w->tmap, tmap_alive, w);
+    /* Mapped shared now, before any child exists, so children see it at the same address. */
+    rc = st_heap_init(&w->heap, cfg->heap_ring_bytes);
+    if (rc != STRATA_OK) {
+        st_tmap_destroy(&w->tmap);
+        st_slots_destroy(&w->slots);
+        free(w);
+        return rc; /* st_heap_init described the failure */
+    }
+    *out = w;
+    return STRATA_OK;
+}
+
+int st_worker_add_endpoint(strata_worker *w, st_endpoint *ep, int *worker_id_out) {
+    if (!w || !ep || !worker_id_out)
+        return st_fail(STRATA_EINVAL, "add endpoint: NULL argument");
+    if (w->state != ST_WORKER_CREATED)
+        return st_fail(STRATA_ESTATE, "next-level workers are added before strata_worker_init");
+    if (w->nnext >= STRATA_MAX_NEXT_LEVEL)
+        return st_fail(STRATA_ECAPACITY, "at most %d next-level workers", STRATA_MAX_NEXT_LEVEL);
+    if (w->nnext == w->cap_next) {
+        int ncap = w->cap_next ? w->cap_next * 2 : 8;
+        st_next_state *nn = realloc(w->next, sizeof *nn * (size_t)ncap);
+        if (!nn)
+            return st_fail(STRATA_ENOMEM, "add endpoint: out of memory");
+        w->next = nn;
+        w->cap_next = ncap;
+    }
+    ep->engine = w;
+    ep->is_sub = 0;
+    ep->worker_id = w->nnext;
+    w->next[w->nnext] = (st_next_state){.ep = ep};
+    *worker_id_out = w->nnext++;
+    return STRATA_OK;
+}
+
+int strata_worker_next_level_count(const strata_worker *w) {
+    return w ? w->nnext : 0;
+}
+
+static uint64_t digest_of(const char *name, st_callable_kind kind) {
+    uint64_t h = 1469598103934665603ull; /* FNV-1a over kind and name */
+    h = (h ^ (uint64_t)kind) * 1099511628211ull;
+    for (const char *p = name; *p; p++)
+        h = (h ^ (uint8_t)*p) * 1099511628211ull;
+    return h;
+}
+
+static int register_callable(strata_worker *w, const char *name, st_callable_kind kind,
+                             strata_sub_fn fn, void *user, void *program, strata_callable *out,
+                             const char *what) {
+    if (!w || !name || !out)
+        return st_fail(STRATA_EINVAL, "%s: worker, name and out must not be NULL", what);
+    size_t len = strlen(name);
+    if (len == 0 || len >= sizeof((st_callable_info *)0)->name)
+        return st_fail(STRATA_EINVAL, "%s: name must be 1..%zu characters", what,
+                       sizeof((st_callable_info *)0)->name - 1);
+    if (kind == ST_CALLABLE_SUB && !fn)
+        return st_fail(STRATA_EINVAL, "%s: '%s': function is NULL", what, name);
+    st_callable_info *ci = calloc(1, sizeof *ci);
+    if (!ci)
+        return st_fail(STRATA_ENOMEM, "%s: out of memory", what);
+    memcpy(ci->name, name, len + 1);
+    ci->kind = kind;
+    ci->fn = fn;
+    ci->user = user;
+    ci->program = program;
+    ci->digest = digest_of(name, kind);
+    st_engine_lock(w);
+    int rc = STRATA_OK;
+    if (w->state == ST_WORKER_CLOSED)
+        rc = st_fail(STRATA_ECLOSED, "%s: the worker is closed", what);
+    for (int i = 0; rc == STRATA_OK && i < w->ncallables; i++)
+        if (strcmp(w->callables[i]->name, name) == 0)
+            rc = st_fail(STRATA_EINVAL, "%s: a callable named '%s' is already registered", what,
+                         name);
+    if (rc == STRATA_OK && w->ncallables >= ST_MAX_CALLABLES)
+        rc = st_fail(STRATA_ECAPACITY, "%s: at most %d callables per worker", what,
+                     ST_MAX_CALLABLES);
+    if (rc == STRATA_OK) {
+        /* Pointers are stable: endpoints read entries without the lock. */
+        w->callables[w->ncallables] = ci;
+        *out = w->ncallables++;
+    }
+    st_engine_unlock(w);
+    if (rc != STRATA_OK)
+        free(ci);
+    return rc;
+}
+
+int strata_register_sub(strata_worker *w, const char *name, strata_sub_fn fn, void *user,
+                        strata_callable *out) {
+    return register_callable(w, name, ST_CALLABLE_SUB, fn, user, NULL, out, "strata_register_sub");
+}
+
+int st_register_next_level(strata_worker *w, const char *name, strata_sub_fn fn, void *user,
+                           void *program, strata_callable *out) {
+    return register_callable(w, name, ST_CALLABLE_NEXT, fn, user, program, out,
+                             "register next-level callable");
+}
+
+int strata_worker_init(strata_worker *w) {
+    if (!w)
+        return st_fail(STRATA_EINVAL, "strata_worker_init: worker is NULL");
+    if (w->state != ST_WORKER_CREATED)
+        return st_fail(STRATA_ESTATE, "strata_worker_init: already initialised%s",
+                       w->state == ST_WORKER_CLOSED ? " and closed" : "");
+    int n = (int)w->cfg.sub_workers;
+    w->subs = calloc((size_t)(n ? n : 1), sizeof *w->subs);
+    w->idle_subs = calloc((size_t)(n ? n : 1), sizeof *w->idle_subs);
+    w->reserved = calloc((size_t)(w->nnext ? w->nnext : 1), sizeof *w->reserved);
+    if (!w->subs || !w->idle_subs || !w->reserved)
+        return st_fail(STRATA_ENOMEM, "strata_worker_init: out of memory");
+    for (int i = 0; i < n; i++) {
+        st_endpoint *ep;
+        int rc = st_thread_endpoint_create(w, i, &ep);
+        if (rc != STRATA_OK) {
+            for (int k = 0; k < w->nsubs; k++) {
+                w->subs[k].ep->ops->stop(w->subs[k].ep);
+                w->subs[k].ep->ops->destroy(w->subs[k].ep);
+            }
+            w->nsubs = 0;
+            return rc;
+        }
+        w->subs[i].ep = ep;
+        w->nsubs++;
+    }
+    /* Idle stack with sub 0 on top. */
+    for (int i = 0; i < n; i++)
+        w->idle_subs[i] = n - 1 - i;
+    w->nidle_subs = n;
+    STRATA_TRY(st_sched_start(w));
+    st_engine_lock(w);
+    w->state = ST_WORKER_RUNNING;
+    st_engine_unlock(w);
+    return STRATA_OK;
+}
+
+int strata_worker_close(strata_worker *w) {
+    if (!w)
+        return st_fail(STRATA_EINVAL, "strata_worker_close: worker is NULL");
+    if (tls_orchestrating == w)
+        return st_fail(STRATA_ESTATE,
+                       "strata_worker_close: called from inside an orchestration function");
+    st_engine_lock(w);
+    if (w->state == ST_WORKER_CLOSED) {
+        st_engine_unlock(w);
+        return STRATA_OK;
+    }
+    int was_running = w->state == ST_WORKER_RUNNING;
+    w->state = ST_WORKER_CLOSED; /* new submits fail from here on */
+    while (w->live_runs > 0 || w->building) {
+        uint32_t seen = atomic_load(&w->admit_ev.value);
+        st_engine_wait(w, &w->admit_ev, seen, UINT64_MAX);
+    }
+    st_engine_unlock(w);
+    if (!was_running) {
+        /* Never initialised: endpoints added but never started. */
+        for (int i = 0; i < w->nnext; i++) {
+            w->next[i].ep->ops->stop(w->next[i].ep);
+            w->next[i].ep->ops->destroy(w->next[i].ep);
+        }
+        w->nnext = 0;
+        return STRATA_OK;
+    }
+    for (int i = 0; i < w->nsubs; i++)
+        w->subs[i].ep->ops->stop(w->subs[i].ep);
+    for (int i = 0; i < w->nnext; i++)
+        w->next[i].ep->ops->stop(w->next[i].ep);
+    st_sched_stop(w);
+    for (int i = 0; i < w->nsubs; i++)
+        w->subs[i].ep->ops->destroy(w->subs[i].ep);
+    for (int i = 0; i < w->nnext; i++)
+        w->next[i].ep->ops->destroy(w->next[i].ep);
+    w->nsubs = 0;
+    w->nnext = 0;
+    return STRATA_OK;
+}
+
+void strata_worker_destroy(strata_worker *w) {
+    if (!w)
+        return;
+    strata_worker_close(w);
+    for (int i = 0; i < w->ncallables; i++)
+        free(w->callables[i]);
+    free(w->subs);
+    free(w->idle_subs);
+    free(w->reserved);
+    free(w->next);
+    free(w->orch.scope_refs);
+    st_heap_destroy(&w->heap);
+    st_tmap_destroy(&w->tmap);
+    st_slots_destroy(&w->slots);
+    free(w);
+}
+
+/* ---- runs ---------------------------------------------------------------- */
+
+int strata_submit(strata_worker *w, strata_orch_fn fn, void *arg, strata_run_handle **out) {
+    if (!w || !fn || !out)
+        return st_fail(STRATA_EINVAL, "strata_submit: worker, fn and out must not be NULL");
+    *out = NULL;
+    if (tls_orchestrating)
+        return st_fail(STRATA_ESTATE,
+                       "strata_submit: called from inside an orchestration function (submit "
+                       "tasks with strata_submit_sub / strata_submit_next_level instead)");
+    st_run *r;
+    STRATA_TRY(st_run_begin(w, &r)); /* returns with the lock held */
+    strata_orch *o = &w->orch;
+    o->run = r;
+    o->thread = pthread_self();
+    o->depth = 1; /* the run's outer scope */
+    o->frame_start[0] = 0;
+    o->nscope_refs = 0;
+    st_engine_unlock(w);
+
+    tls_orchestrating = w;
+    int rc = fn(o, arg);
+    tls_orchestrating = NULL;
+
+    st_engine_lock(w);
+    st_orch_close_scopes_to(o, 0); /* the outer scope, and any left open */
+    if (rc != STRATA_OK)
+        st_run_fail_submission(w, r, rc, strata_last_error());
+    else
+        st_run_close_submission(w, r);
+    o->run = NULL;
+    st_sched_pass(w);
+    st_engine_unlock(w);
+    *out = r;
+    return STRATA_OK;
+}
+
+static uint32_t phase_of(const strata_run_handle *h) {
+    return atomic_load_explicit(&((strata_run_handle *)h)->phase.value, memory_order_acquire);
+}
+
+static int run_result(const strata_run_handle *h) {
+    if (phase_of(h) != ST_RUN_FAILED)
+        return STRATA_OK;
+    return st_fail(h->error_status, "%s", h->error_msg ? h->error_msg : "run failed");
+}
+
+int strata_run_wait(strata_run_handle *h, uint64_t timeout_ns) {
+    if (!h)
+        return st_fail(STRATA_EINVAL, "strata_run_wait: handle is NULL");
+    uint64_t deadline = st_deadline_after(timeout_ns);
+    for (;;) {
+        uint32_t p = phase_of(h);
+        if (st_run_terminal_phase(p))
+            return run_result(h);
+        if (st_event_wait(&h->phase, p, 20000, deadline) < 0 && !st_run_terminal_phase(phase_of(h)))
+            return st_fail(STRATA_ETIMEDOUT, "strata_run_wait: run %llu still %s after %.3f s",
+                           (unsigned long long)h->id, st_run_phase_name(phase_of(h)),
+                           (double)timeout_ns / 1e9);
+    }
+}
+
+int strata_run_done(const strata_run_handle *h) {
+    return h && st_run_terminal_phase(phase_of(h));
+}
+
+int strata_run_status(const strata_run_handle *h) {
+    if (!h)
+        return st_fail(STRATA_EINVAL, "strata_run_status: handle is NULL");
+    return phase_of(h) == ST_RUN_FAILED ? h->error_status : STRATA_OK;
+}
+
+const char *strata_run_error(const strata_run_handle *h) {
+    if (!h || phase_of(h) != ST_RUN_FAILED || !h->error_msg)
+        return "";
+    return h->error_msg;
+}
+
+uint64_t strata_run_id(const strata_run_handle *h) {
+    return h ? h->id : 0;
+}
+
+int strata_run_release(strata_run_handle *h) {
+    if (!h)
+        return STRATA_OK;
+    if (!st_run_terminal_phase(phase_of(h)))
+        return st_fail(STRATA_ESTATE, "strata_run_release: run %llu is still %s; wait for it first",
+                       (unsigned long long)h->id, st_run_phase_name(phase_of(h)));
+    st_run_unref(h);
+    return STRATA_OK;
+}
+
+int strata_run(strata_worker *w, strata_orch_fn fn, void *arg) {
+    strata_run_handle *h;
+    STRATA_TRY(strata_submit(w, fn, arg, &h));
+    int rc = strata_run_wait(h, STRATA_WAIT_FOREVER);
+    strata_run_release(h);
+    return rc;
+}

@@ -1,0 +1,121 @@
+/* exec/thread_endpoint.c - a sub worker as a thread: a one-task mailbox, a
+ * spin-then-park wait, and completion through the engine's lock-free list.
+ *
+ * Owns: the worker thread and its mailbox.
+ * Must never: touch engine state directly; everything goes through
+ * st_endpoint_complete(). The mailbox word is the only shared state:
+ * IDLE -> TASK (engine, after copying the dispatch) -> IDLE (worker, before
+ * completing) ... -> STOP (engine, only while idle).
+ */
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/engine.h"
+#include "exec/thread_endpoint.h"
+#include "util/error.h"
+#include "util/futex.h"
+
+enum { MBOX_IDLE = 0, MBOX_TASK = 1, MBOX_STOP = 2 };
+
+typedef struct thread_ep {
+    st_endpoint base;
+    pthread_t thread;
+    st_event mbox;
+    uint32_t spin_ns;
+    st_dispatch d;      /* valid while mbox == TASK */
+    st_completion comp; /* reused per task; free again once the engine dispatches anew */
+} thread_ep;
+
+/* Message set by strata_task_error() on the thread running a task body. */
+static _Thread_local char tls_task_msg[ST_MSG_MAX];
+static _Thread_local int tls_task_msg_set;
+
+void strata_task_error(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(tls_task_msg, sizeof tls_task_msg, fmt, ap);
+    va_end(ap);
+    tls_task_msg_set = 1;
+}
+
+void st_run_host_callable(const st_dispatch *d, st_completion *c) {
+    tls_task_msg_set = 0;
+    int rc = d->callable->fn ? d->callable->fn(d->args, d->callable->user) : 0;
+    c->ref = d->ref;
+    c->member = d->member;
+    c->status = rc == 0 ? STRATA_OK : STRATA_ETASK;
+    if (rc == 0)
+        c->msg[0] = '\0';
+    else if (tls_task_msg_set)
+        snprintf(c->msg, sizeof c->msg, "%s", tls_task_msg);
+    else
+        snprintf(c->msg, sizeof c->msg, "returned %d", rc);
+}
+
+static void *thread_ep_main(void *arg) {
+    thread_ep *ep = arg;
+    for (;;) {
+        st_event_wait(&ep->mbox, MBOX_IDLE, ep->spin_ns, UINT64_MAX);
+        uint32_t v = atomic_load_explicit(&ep->mbox.value, memory_order_acquire);
+        if (v == MBOX_STOP)
+            break;
+        if (v != MBOX_TASK)
+            continue;
+        st_run_host_callable(&ep->d, &ep->comp);
+        /* Idle before completing: the engine may dispatch again right away. */
+        atomic_store_explicit(&ep->mbox.value, MBOX_IDLE, memory_order_release);
+        st_endpoint_complete(&ep->base, &ep->comp);
+    }
+    return NULL;
+}
+
+static void thread_ep_dispatch(st_endpoint *base, const st_dispatch *d) {
+    thread_ep *ep = (thread_ep *)base;
+    if (atomic_load(&ep->mbox.value) != MBOX_IDLE) {
+        st_endpoint_complete_with(base, &ep->comp, d, STRATA_EENDPOINT,
+                                  "%s is stopping or busy; task rejected", base->label);
+        return;
+    }
+    ep->d = *d;
+    st_event_set(&ep->mbox, MBOX_TASK);
+}
+
+static void thread_ep_stop(st_endpoint *base) {
+    thread_ep *ep = (thread_ep *)base;
+    st_event_set(&ep->mbox, MBOX_STOP);
+}
+
+static void thread_ep_destroy(st_endpoint *base) {
+    thread_ep *ep = (thread_ep *)base;
+    pthread_join(ep->thread, NULL);
+    free(ep);
+}
+
+static const st_endpoint_ops thread_ep_ops = {
+    .dispatch = thread_ep_dispatch,
+    .progress = NULL,
+    .activate = NULL,
+    .stop = thread_ep_stop,
+    .destroy = thread_ep_destroy,
+};
+
+int st_thread_endpoint_create(strata_worker *w, int index, st_endpoint **out) {
+    thread_ep *ep = calloc(1, sizeof *ep);
+    if (!ep)
+        return st_fail(STRATA_ENOMEM, "strata_worker_init: out of memory for sub worker %d", index);
+    ep->base.ops = &thread_ep_ops;
+    ep->base.engine = w;
+    ep->base.is_sub = 1;
+    ep->base.worker_id = index;
+    snprintf(ep->base.label, sizeof ep->base.label, "sub %d", index);
+    ep->spin_ns = w->cfg.spin_ns;
+    if (pthread_create(&ep->thread, NULL, thread_ep_main, ep) != 0) {
+        free(ep);
+        return st_fail(STRATA_ENOMEM, "strata_worker_init: could not start sub worker %d", index);
+    }
+    *out = &ep->base;
+    return STRATA_OK;
+}

@@ -1,0 +1,20 @@
+/* exec/thread_endpoint.h - sub workers hosted as threads of this process.
+ *
+ * Owns: the creation call of thread-hosted sub workers and the per-thread
+ * task error message behind strata_task_error().
+ * Must never: be used for work that must survive a crash of the task (use a
+ * process-hosted worker for that).
+ */
+#ifndef STRATA_EXEC_THREAD_ENDPOINT_H
+#define STRATA_EXEC_THREAD_ENDPOINT_H
+
+#include "exec/endpoint.h"
+
+/* Start sub worker `index` as a thread of this process. */
+int st_thread_endpoint_create(strata_worker *w, int index, st_endpoint **out);
+
+/* Run a callable body on the current thread and fill c (status + message).
+ * Shared by every endpoint that executes host functions. */
+void st_run_host_callable(const st_dispatch *d, st_completion *c);
+
+#endif
