@@ -102,7 +102,8 @@ int st_heap_try_alloc(st_heap *h, int r, uint64_t bytes, void **addr, uint64_t *
     if (bytes > size)
         return st_fail(STRATA_EINVAL, "request %llu bytes exceeds heap_ring_bytes (now %llu)",
                        (unsigned long long)bytes, (unsigned long long)size);
-    uint64_t n = bytes ? (bytes + ST_HEAP_ALIGN - 1) & ~(uint64_t)(ST_HEAP_ALIGN - 1) : ST_HEAP_ALIGN;
+    uint64_t n =
+        bytes ? (bytes + ST_HEAP_ALIGN - 1) & ~(uint64_t)(ST_HEAP_ALIGN - 1) : ST_HEAP_ALIGN;
 
     st_heap_ring *g = &h->rings[r];
     uint64_t at;

@@ -23,10 +23,10 @@ typedef struct st_heap_rec {
 } st_heap_rec;
 
 typedef struct st_heap_ring {
-    char *base;       /* first byte of the ring */
-    uint64_t top;     /* next allocation starts here (or wraps to 0) */
-    uint64_t tail;    /* start of the oldest unreclaimed allocation */
-    int wrapped;      /* live region is [tail, size) + [0, top) */
+    char *base;        /* first byte of the ring */
+    uint64_t top;      /* next allocation starts here (or wraps to 0) */
+    uint64_t tail;     /* start of the oldest unreclaimed allocation */
+    int wrapped;       /* live region is [tail, size) + [0, top) */
     st_heap_rec *fifo; /* circular, indexed by seq & (fifo_cap - 1) */
     uint64_t fifo_cap; /* power of two */
     uint64_t head_seq; /* oldest unreclaimed allocation */

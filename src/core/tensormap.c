@@ -253,7 +253,8 @@ static void prune(st_tensormap *m, uint32_t *head, uint32_t *count, const st_foo
 }
 
 static void sweep(st_tensormap *m) {
-    for (uint32_t r = m->nkeys; r-- > 0;) { /* downwards: remove_key moves an already swept record */
+    /* downwards: remove_key moves an already swept record into the hole */
+    for (uint32_t r = m->nkeys; r-- > 0;) {
         st_tmap_key *k = &m->keys[r];
         prune(m, &k->writers, &k->nwriters, NULL);
         prune(m, &k->readers, &k->nreaders, NULL);

@@ -57,8 +57,8 @@ typedef struct st_tensormap {
     uint32_t nkeys, keys_cap;
     st_tmap_entry *pool; /* entries: [0, pool_used) handed out, free ones chained */
     uint32_t pool_used, pool_cap, free_head;
-    size_t nentries;  /* entries stored */
-    size_t sweep_at;  /* sweep for dead entries when nentries + nkeys reaches this */
+    size_t nentries; /* entries stored */
+    size_t sweep_at; /* sweep for dead entries when nentries + nkeys reaches this */
     st_tmap_alive_fn alive;
     void *alive_ctx;
 } st_tensormap;

@@ -1,0 +1,637 @@
+/* tests/unit/test_tensormap.c - the dependency map: tag semantics, partial
+ * and strided overlaps, coverage dropping, keys, reset, dead entries and
+ * growth. A randomized run checks every dependency the byte-level semantics
+ * require is implied (directly or transitively) by what the map reports.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "test_support.h"
+
+#include "core/tensormap.h"
+
+/* ---- helpers ---------------------------------------------------------------- */
+
+#define MAXDEPS 4096
+
+typedef struct deps {
+    uint64_t ref[MAXDEPS];
+    int n;
+} deps;
+
+static int collect(void *ctx, uint64_t ref) {
+    deps *d = ctx;
+    assert_true(d->n < MAXDEPS);
+    assert_true(ref != 0);
+    d->ref[d->n++] = ref;
+    return 0;
+}
+
+static int has_dep(const deps *d, uint64_t ref) {
+    for (int i = 0; i < d->n; i++)
+        if (d->ref[i] == ref)
+            return 1;
+    return 0;
+}
+
+static strata_buffer_id bid(uint64_t id) {
+    strata_buffer_id b = {id, 0, -1};
+    return b;
+}
+
+static st_footprint whole(uint64_t n) {
+    st_footprint f;
+    st_footprint_whole(n, &f);
+    return f;
+}
+
+/* A u8 view [lo, hi) of a buffer. */
+static st_footprint range(uint64_t lo, uint64_t hi) {
+    strata_tensor t;
+    memset(&t, 0, sizeof t);
+    t.dtype = STRATA_U8;
+    t.rank = 1;
+    t.offset = lo;
+    t.shape[0] = (int64_t)(hi - lo);
+    t.strides[0] = 1;
+    st_footprint f;
+    st_footprint_of(&t, &f);
+    return f;
+}
+
+/* Column c of a rows x cols f32 matrix. */
+static st_footprint column(int64_t rows, int64_t cols, int64_t c) {
+    strata_tensor t;
+    memset(&t, 0, sizeof t);
+    t.dtype = STRATA_F32;
+    t.rank = 2;
+    t.offset = (uint64_t)c * 4;
+    t.shape[0] = rows;
+    t.shape[1] = 1;
+    t.strides[0] = cols;
+    t.strides[1] = 1;
+    st_footprint f;
+    st_footprint_of(&t, &f);
+    return f;
+}
+
+/* What the engine does for one tagged argument: look up, then record. */
+static void submit(st_tensormap *m, const strata_buffer_id *k, const st_footprint *fp,
+                   strata_tag tag, uint64_t ref, deps *d) {
+    d->n = 0;
+    if (tag == STRATA_NO_DEP)
+        return;
+    if (tag == STRATA_IN) {
+        assert_int_equal(st_tmap_lookup(m, k, fp, 0, collect, d), 0);
+        assert_ok(st_tmap_insert_reader(m, k, fp, ref));
+    } else {
+        assert_int_equal(st_tmap_lookup(m, k, fp, 1, collect, d), 0);
+        assert_ok(st_tmap_insert_writer(m, k, fp, ref));
+    }
+}
+
+static int setup(void **state) {
+    st_tensormap *m = malloc(sizeof *m);
+    assert_non_null(m);
+    assert_ok(st_tmap_init(m));
+    *state = m;
+    return 0;
+}
+
+static int teardown(void **state) {
+    st_tensormap *m = *state;
+    st_tmap_destroy(m);
+    free(m);
+    return 0;
+}
+
+/* ---- tag semantics ---------------------------------------------------------- */
+
+static void test_tag_pairs(void **state) {
+    st_tensormap *m = *state;
+    static deps d;
+    const strata_tag tags[] = {STRATA_IN, STRATA_OUT, STRATA_INOUT, STRATA_OUT_EXISTING,
+                               STRATA_NO_DEP};
+    strata_buffer_id k = bid(7);
+    st_footprint f = whole(64);
+    for (int i = 0; i < 5; i++)
+        for (int j = 0; j < 5; j++) {
+            st_tmap_reset(m);
+            submit(m, &k, &f, tags[i], 1, &d);
+            assert_int_equal(d.n, 0);
+            submit(m, &k, &f, tags[j], 2, &d);
+            int want = tags[i] != STRATA_NO_DEP && tags[j] != STRATA_NO_DEP &&
+                       !(tags[i] == STRATA_IN && tags[j] == STRATA_IN);
+            if (want != (d.n == 1 && d.ref[0] == 1))
+                fail_msg("tags %d then %d: %d deps", tags[i], tags[j], d.n);
+            if (!want)
+                assert_int_equal(d.n, 0);
+        }
+}
+
+static void test_raw_war_waw_chain(void **state) {
+    st_tensormap *m = *state;
+    static deps d;
+    strata_buffer_id k = bid(1);
+    st_footprint f = whole(100);
+    submit(m, &k, &f, STRATA_OUT, 1, &d); /* W1 */
+    submit(m, &k, &f, STRATA_IN, 2, &d);  /* R2: RAW on 1 */
+    assert_int_equal(d.n, 1);
+    assert_true(has_dep(&d, 1));
+    submit(m, &k, &f, STRATA_IN, 3, &d); /* R3: RAW on 1 only, not on R2 */
+    assert_int_equal(d.n, 1);
+    assert_true(has_dep(&d, 1));
+    submit(m, &k, &f, STRATA_INOUT, 4, &d); /* W4: WAW 1, WAR 2, 3 */
+    assert_int_equal(d.n, 3);
+    assert_true(has_dep(&d, 1) && has_dep(&d, 2) && has_dep(&d, 3));
+    assert_int_equal(st_tmap_live_entries(m), 1); /* 1, 2, 3 were covered by 4 */
+    submit(m, &k, &f, STRATA_IN, 5, &d);
+    assert_int_equal(d.n, 1);
+    assert_true(has_dep(&d, 4));
+    submit(m, &k, &f, STRATA_OUT_EXISTING, 6, &d);
+    assert_int_equal(d.n, 2);
+    assert_true(has_dep(&d, 4) && has_dep(&d, 5));
+    /* the same reader twice with the same view is stored once */
+    submit(m, &k, &f, STRATA_IN, 7, &d);
+    size_t n = st_tmap_live_entries(m);
+    assert_ok(st_tmap_insert_reader(m, &k, &f, 7));
+    assert_int_equal(st_tmap_live_entries(m), n);
+    st_footprint half = range(0, 50);
+    assert_ok(st_tmap_insert_reader(m, &k, &half, 7));
+    assert_int_equal(st_tmap_live_entries(m), n + 1);
+}
+
+static void test_partial_overlaps(void **state) {
+    st_tensormap *m = *state;
+    static deps d;
+    strata_buffer_id k = bid(2);
+    st_footprint all = range(0, 100), lo = range(0, 50), mid = range(25, 75), hi = range(60, 100);
+    submit(m, &k, &all, STRATA_OUT, 1, &d);
+    submit(m, &k, &lo, STRATA_OUT, 2, &d);
+    assert_int_equal(d.n, 1);
+    assert_true(has_dep(&d, 1));
+    assert_int_equal(st_tmap_live_entries(m), 2); /* 1 only partially covered: kept */
+    submit(m, &k, &mid, STRATA_IN, 3, &d);
+    assert_int_equal(d.n, 2);
+    assert_true(has_dep(&d, 1) && has_dep(&d, 2));
+    submit(m, &k, &hi, STRATA_IN, 4, &d);
+    assert_int_equal(d.n, 1);
+    assert_true(has_dep(&d, 1));
+    /* a writer of [50,60) meets writer 1 and reader 3, not 2 or 4 */
+    st_footprint gap = range(50, 60);
+    d.n = 0;
+    assert_int_equal(st_tmap_lookup(m, &k, &gap, 1, collect, &d), 0);
+    assert_int_equal(d.n, 2);
+    assert_true(has_dep(&d, 1) && has_dep(&d, 3));
+    /* a whole-buffer writer meets all and then stands alone */
+    submit(m, &k, &all, STRATA_OUT, 5, &d);
+    assert_int_equal(d.n, 4);
+    assert_int_equal(st_tmap_live_entries(m), 1);
+}
+
+static void test_strided_disjoint(void **state) {
+    st_tensormap *m = *state;
+    static deps d;
+    strata_buffer_id k = bid(3);
+    for (int c = 0; c < 8; c++) {
+        st_footprint col = column(16, 8, c);
+        submit(m, &k, &col, STRATA_OUT, (uint64_t)c + 1, &d);
+        assert_int_equal(d.n, 0); /* columns never meet */
+    }
+    assert_int_equal(st_tmap_live_entries(m), 8);
+    st_footprint c3 = column(16, 8, 3);
+    submit(m, &k, &c3, STRATA_IN, 100, &d);
+    assert_int_equal(d.n, 1);
+    assert_true(has_dep(&d, 4));
+    st_footprint all = whole(16 * 8 * 4);
+    submit(m, &k, &all, STRATA_IN, 101, &d);
+    assert_int_equal(d.n, 8);
+    submit(m, &k, &all, STRATA_OUT, 102, &d);
+    assert_int_equal(d.n, 10);
+    assert_int_equal(st_tmap_live_entries(m), 1);
+}
+
+static void test_keys_distinct(void **state) {
+    st_tensormap *m = *state;
+    static deps d;
+    st_footprint f = whole(8);
+    strata_buffer_id a = {5, 0, -1}, gen = {5, 1, -1}, own = {5, 0, 2}, other = {6, 0, -1};
+    submit(m, &a, &f, STRATA_OUT, 1, &d);
+    submit(m, &gen, &f, STRATA_OUT, 2, &d);
+    assert_int_equal(d.n, 0);
+    submit(m, &own, &f, STRATA_OUT, 3, &d);
+    assert_int_equal(d.n, 0);
+    submit(m, &other, &f, STRATA_OUT, 4, &d);
+    assert_int_equal(d.n, 0);
+    assert_int_equal(st_tmap_live_keys(m), 4);
+    submit(m, &a, &f, STRATA_IN, 5, &d);
+    assert_int_equal(d.n, 1);
+    assert_true(has_dep(&d, 1));
+    submit(m, &own, &f, STRATA_IN, 6, &d);
+    assert_int_equal(d.n, 1);
+    assert_true(has_dep(&d, 3));
+}
+
+static void test_reset_isolates_runs(void **state) {
+    st_tensormap *m = *state;
+    static deps d;
+    st_footprint f = whole(8);
+    for (uint64_t i = 1; i <= 3000; i++) {
+        strata_buffer_id k = bid(i);
+        submit(m, &k, &f, STRATA_OUT, i, &d);
+    }
+    uint32_t cap = m->cap, pool_cap = m->pool_cap;
+    for (int run = 0; run < 50; run++) {
+        st_tmap_reset(m);
+        assert_int_equal(st_tmap_live_entries(m), 0);
+        assert_int_equal(st_tmap_live_keys(m), 0);
+        for (uint64_t i = 1; i <= 3000; i++) {
+            strata_buffer_id k = bid(i);
+            submit(m, &k, &f, STRATA_IN, 10000 + i, &d);
+            assert_int_equal(d.n, 0); /* the previous run's writers are gone */
+        }
+        for (uint64_t i = 1; i <= 3000; i += 7) {
+            strata_buffer_id k = bid(i);
+            submit(m, &k, &f, STRATA_OUT, 20000 + i, &d);
+            assert_int_equal(d.n, 1);
+            assert_true(has_dep(&d, 10000 + i));
+        }
+    }
+    /* steady state: nothing grew across runs */
+    assert_int_equal(m->cap, cap);
+    assert_int_equal(m->pool_cap, pool_cap);
+}
+
+static void test_epoch_wrap(void **state) {
+    st_tensormap *m = *state;
+    static deps d;
+    st_footprint f = whole(8);
+    m->epoch = UINT32_MAX - 1;
+    for (int run = 0; run < 4; run++) {
+        for (uint64_t i = 1; i <= 100; i++) {
+            strata_buffer_id k = bid(i);
+            submit(m, &k, &f, STRATA_IN, i, &d);
+            assert_int_equal(d.n, 0);
+            submit(m, &k, &f, STRATA_OUT, 1000 + i, &d);
+            assert_int_equal(d.n, 1);
+        }
+        st_tmap_reset(m);
+        assert_true(m->epoch != 0);
+    }
+}
+
+static int abort_visit(void *ctx, uint64_t ref) {
+    (*(int *)ctx)++;
+    return ref == 2 ? 42 : 0;
+}
+
+static void test_visit_abort(void **state) {
+    st_tensormap *m = *state;
+    static deps d;
+    strata_buffer_id k = bid(1);
+    st_footprint a = range(0, 10), b = range(10, 20), all = range(0, 20);
+    submit(m, &k, &a, STRATA_OUT, 1, &d);
+    submit(m, &k, &b, STRATA_OUT, 2, &d);
+    int calls = 0;
+    assert_int_equal(st_tmap_lookup(m, &k, &all, 1, abort_visit, &calls), 42);
+    assert_true(calls >= 1 && calls <= 2);
+    strata_buffer_id none = bid(99);
+    assert_int_equal(st_tmap_lookup(m, &none, &all, 1, abort_visit, &calls), 0);
+}
+
+/* ---- dead entries -------------------------------------------------------------- */
+
+typedef struct liveness {
+    uint64_t min_alive; /* refs below this are gone */
+    uint64_t dead_one;  /* and this one */
+    long calls;
+} liveness;
+
+static int alive_fn(void *ctx, uint64_t ref) {
+    liveness *l = ctx;
+    l->calls++;
+    return ref >= l->min_alive && ref != l->dead_one;
+}
+
+static void test_dead_entries_not_visited(void **state) {
+    st_tensormap *m = *state;
+    static deps d;
+    liveness l = {0, 0, 0};
+    st_tmap_set_alive_fn(m, alive_fn, &l);
+    strata_buffer_id k = bid(1);
+    st_footprint a = range(0, 10), b = range(10, 20), all = range(0, 20);
+    submit(m, &k, &a, STRATA_OUT, 1, &d);
+    submit(m, &k, &b, STRATA_OUT, 2, &d);
+    submit(m, &k, &all, STRATA_IN, 3, &d);
+    assert_int_equal(d.n, 2);
+    assert_int_equal(st_tmap_live_entries(m), 3);
+    l.dead_one = 1;
+    submit(m, &k, &all, STRATA_IN, 4, &d);
+    assert_int_equal(d.n, 1);
+    assert_true(has_dep(&d, 2));
+    assert_int_equal(st_tmap_live_entries(m), 3); /* 1 dropped, 4 added */
+    l.dead_one = 3;
+    d.n = 0;
+    assert_int_equal(st_tmap_lookup(m, &k, &all, 1, collect, &d), 0);
+    assert_int_equal(d.n, 2);
+    assert_true(has_dep(&d, 2) && has_dep(&d, 4));
+    l.min_alive = 100;
+    submit(m, &k, &a, STRATA_OUT, 100, &d);
+    assert_int_equal(d.n, 0);
+    assert_int_equal(st_tmap_live_entries(m), 1);
+    st_tmap_set_alive_fn(m, NULL, NULL);
+}
+
+static void test_readers_do_not_slow_in_lookups(void **state) {
+    st_tensormap *m = *state;
+    static deps d;
+    liveness l = {0, 0, 0};
+    st_tmap_set_alive_fn(m, alive_fn, &l);
+    strata_buffer_id k = bid(1);
+    st_footprint f = whole(4096);
+    submit(m, &k, &f, STRATA_OUT, 1, &d);
+    for (uint64_t i = 2; i < 3002; i++)
+        submit(m, &k, &f, STRATA_IN, i, &d);
+    l.calls = 0;
+    submit(m, &k, &f, STRATA_IN, 5000, &d);
+    assert_int_equal(d.n, 1);
+    assert_true(l.calls <= 4); /* the writer (and the newest reader), not 3000 readers */
+    submit(m, &k, &f, STRATA_OUT, 6000, &d);
+    assert_int_equal(d.n, 3002);
+    assert_int_equal(st_tmap_live_entries(m), 1);
+    st_tmap_set_alive_fn(m, NULL, NULL);
+}
+
+static void test_sweep_bounds_entries(void **state) {
+    st_tensormap *m = *state;
+    static deps d;
+    liveness l = {0, 0, 0};
+    st_tmap_set_alive_fn(m, alive_fn, &l);
+    st_footprint f = whole(64);
+    size_t peak = 0, peak_keys = 0;
+    for (uint64_t i = 1; i <= 100000; i++) {
+        strata_buffer_id k = bid(i); /* a new buffer every time */
+        l.min_alive = i > 16 ? i - 16 : 0;
+        submit(m, &k, &f, (i % 3) ? STRATA_OUT : STRATA_IN, i, &d);
+        assert_int_equal(d.n, 0);
+        size_t n = st_tmap_live_entries(m);
+        peak = n > peak ? n : peak;
+        peak_keys = st_tmap_live_keys(m) > peak_keys ? st_tmap_live_keys(m) : peak_keys;
+    }
+    print_message("peak entries %zu, peak keys %zu, slots %u, pool %u\n", peak, peak_keys, m->cap,
+                  m->pool_cap);
+    assert_true(peak <= 2048);
+    assert_true(peak_keys <= 2048);
+    assert_true(m->cap <= 8192);
+    assert_true(m->pool_cap <= 4096);
+    st_tmap_set_alive_fn(m, NULL, NULL);
+}
+
+static void test_growth_many_keys(void **state) {
+    st_tensormap *m = *state;
+    static deps d;
+    const uint64_t n = 200000;
+    for (uint64_t i = 1; i <= n; i++) {
+        strata_buffer_id k = {i * 0x10001, (uint32_t)(i & 3), (int32_t)(i % 5) - 1};
+        st_footprint f = whole(8 + (i & 7));
+        assert_ok(st_tmap_insert_writer(m, &k, &f, i));
+    }
+    assert_int_equal(st_tmap_live_keys(m), n);
+    assert_int_equal(st_tmap_live_entries(m), n);
+    st_footprint f = whole(16);
+    for (uint64_t i = 1; i <= n; i++) {
+        strata_buffer_id k = {i * 0x10001, (uint32_t)(i & 3), (int32_t)(i % 5) - 1};
+        d.n = 0;
+        assert_int_equal(st_tmap_lookup(m, &k, &f, 0, collect, &d), 0);
+        assert_int_equal(d.n, 1);
+        assert_int_equal(d.ref[0], i);
+        k.generation += 4; /* not stored */
+        d.n = 0;
+        st_tmap_lookup(m, &k, &f, 0, collect, &d);
+        assert_int_equal(d.n, 0);
+    }
+}
+
+/* Keys come and go (sweeps delete them): deleted slots must not break probing. */
+static void test_key_churn(void **state) {
+    st_tensormap *m = *state;
+    static deps d;
+    liveness l = {0, 0, 0};
+    st_tmap_set_alive_fn(m, alive_fn, &l);
+    st_footprint f = whole(8);
+    uint64_t ref = 1;
+    for (int round = 0; round < 200; round++) {
+        /* 500 long-lived keys rewritten each round, plus 500 throwaway keys */
+        for (uint64_t i = 0; i < 500; i++) {
+            strata_buffer_id k = bid(1 + i);
+            uint64_t before = ref;
+            submit(m, &k, &f, STRATA_OUT, ref++, &d);
+            if (round > 0) {
+                assert_int_equal(d.n, 1);
+                assert_true(d.ref[0] == before - 1000);
+            }
+            strata_buffer_id t = bid(1000000 + (uint64_t)round * 1000 + i);
+            submit(m, &t, &f, STRATA_OUT, ref++, &d);
+            assert_int_equal(d.n, 0);
+        }
+        /* everything but the long-lived keys' newest writers dies */
+        l.min_alive = ref - 1000;
+        l.dead_one = 0;
+    }
+    assert_true(m->cap <= 8192);
+    st_tmap_set_alive_fn(m, NULL, NULL);
+}
+
+/* Whole-buffer views on many keys with tasks dying at random: the map must
+ * answer exactly like a model (last live writer + live readers since), while
+ * sweeps delete keys and move key records around. */
+#define MW_KEYS 3000
+#define MW_OPS 300000
+#define MW_MAXR 64
+
+typedef struct mw_liveness {
+    uint64_t min_alive;
+    uint8_t *dead; /* per ref */
+} mw_liveness;
+
+static int mw_alive(void *ctx, uint64_t ref) {
+    mw_liveness *l = ctx;
+    return ref >= l->min_alive && !l->dead[ref];
+}
+
+static int cmp_u64(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void test_model_whole_buffers(void **state) {
+    st_tensormap *m = *state;
+    static deps d;
+    static uint64_t writer[MW_KEYS], readers[MW_KEYS][MW_MAXR];
+    static int nreaders[MW_KEYS];
+    memset(writer, 0, sizeof writer);
+    memset(nreaders, 0, sizeof nreaders);
+    mw_liveness l = {1, calloc(MW_OPS + 2, 1)};
+    assert_non_null(l.dead);
+    st_tmap_set_alive_fn(m, mw_alive, &l);
+    st_footprint f = whole(256);
+    uint64_t st = 4242;
+    size_t peak_keys = 0;
+    for (uint64_t ref = 1; ref <= MW_OPS; ref++) {
+        /* hot keys live long, the rest churn */
+        int key = ts_rand(&st) % 4 == 0 ? (int)(ts_rand(&st) % 50) : (int)(ts_rand(&st) % MW_KEYS);
+        strata_buffer_id k = {(uint64_t)key * 7919 + 1, (uint32_t)(key & 1),
+                              key % 3 == 0 ? -1 : key % 3};
+        int is_write = nreaders[key] == MW_MAXR || ts_rand(&st) % 3 == 0;
+        uint64_t want[MW_MAXR + 1];
+        int nwant = 0;
+        if (writer[key] && mw_alive(&l, writer[key]))
+            want[nwant++] = writer[key];
+        if (is_write)
+            for (int i = 0; i < nreaders[key]; i++)
+                if (mw_alive(&l, readers[key][i]))
+                    want[nwant++] = readers[key][i];
+        submit(m, &k, &f, is_write ? STRATA_OUT : STRATA_IN, ref, &d);
+        if (d.n != nwant)
+            fail_msg("op %llu key %d: %d deps, model %d", (unsigned long long)ref, key, d.n, nwant);
+        qsort(d.ref, (size_t)d.n, sizeof d.ref[0], cmp_u64);
+        qsort(want, (size_t)nwant, sizeof want[0], cmp_u64);
+        for (int i = 0; i < nwant; i++)
+            assert_int_equal(d.ref[i], want[i]);
+        if (is_write) {
+            writer[key] = ref;
+            nreaders[key] = 0;
+        } else {
+            readers[key][nreaders[key]++] = ref;
+        }
+        /* deaths: a random older task now and then, and a moving horizon */
+        if (ts_rand(&st) % 2 == 0)
+            l.dead[1 + ts_rand(&st) % ref] = 1;
+        if (ref % 1000 == 0 && ref > 4000) { /* deaths are final: the horizon only moves up */
+            uint64_t h = ref - 2000 - ts_rand(&st) % 2000;
+            l.min_alive = h > l.min_alive ? h : l.min_alive;
+        }
+        size_t nk = st_tmap_live_keys(m);
+        peak_keys = nk > peak_keys ? nk : peak_keys;
+    }
+    print_message("model: peak keys %zu, entries now %zu\n", peak_keys, st_tmap_live_entries(m));
+    st_tmap_set_alive_fn(m, NULL, NULL);
+    free(l.dead);
+}
+
+/* ---- randomized semantics check --------------------------------------------- */
+
+#define RT_TASKS 256
+#define RT_BYTES 64 /* 8x8 u8 matrix */
+#define RT_KEYS 3
+
+typedef struct bits256 {
+    uint64_t w[4];
+} bits256;
+
+static void bset_add(bits256 *s, int i) {
+    s->w[i / 64] |= 1ull << (i % 64);
+}
+static int bset_has(const bits256 *s, int i) {
+    return (int)((s->w[i / 64] >> (i % 64)) & 1);
+}
+
+/* A random rectangular block (maybe transposed, maybe the whole buffer). */
+static st_footprint rand_view(uint64_t *st, uint64_t bytes[RT_BYTES], int *nb) {
+    strata_tensor t;
+    memset(&t, 0, sizeof t);
+    t.dtype = STRATA_U8;
+    t.rank = 2;
+    int r0 = (int)(ts_rand(st) % 8), c0 = (int)(ts_rand(st) % 8);
+    int nr = 1 + (int)(ts_rand(st) % (uint64_t)(8 - r0)),
+        nc = 1 + (int)(ts_rand(st) % (uint64_t)(8 - c0));
+    if (ts_rand(st) % 6 == 0) {
+        r0 = c0 = 0;
+        nr = nc = 8;
+    }
+    t.offset = (uint64_t)(r0 * 8 + c0);
+    int tr = (int)(ts_rand(st) & 1);
+    t.shape[0] = tr ? nc : nr;
+    t.shape[1] = tr ? nr : nc;
+    t.strides[0] = tr ? 1 : 8;
+    t.strides[1] = tr ? 8 : 1;
+    *nb = 0;
+    for (int i = 0; i < nr; i++)
+        for (int j = 0; j < nc; j++)
+            bytes[(*nb)++] = (uint64_t)((r0 + i) * 8 + c0 + j);
+    st_footprint f;
+    st_footprint_of(&t, &f);
+    return f;
+}
+
+static void test_random_semantics(void **state) {
+    st_tensormap *m = *state;
+    static deps d;
+    uint64_t st = 99;
+    static bits256 reach[RT_TASKS + 1]; /* tasks each task (transitively) waits for */
+    for (int trial = 0; trial < 40; trial++) {
+        st_tmap_reset(m);
+        memset(reach, 0, sizeof reach);
+        int last_writer[RT_KEYS][RT_BYTES];
+        bits256 readers[RT_KEYS][RT_BYTES]; /* readers since the last writer */
+        memset(last_writer, 0, sizeof last_writer);
+        memset(readers, 0, sizeof readers);
+        int is_reader[RT_TASKS + 1] = {0};
+        for (int task = 1; task <= RT_TASKS - 1; task++) {
+            int key = (int)(ts_rand(&st) % RT_KEYS);
+            strata_buffer_id k = {(uint64_t)key + 1, 0, -1};
+            uint64_t bytes[RT_BYTES];
+            int nb;
+            st_footprint f = rand_view(&st, bytes, &nb);
+            strata_tag tag = (strata_tag)(ts_rand(&st) % 4);
+            submit(m, &k, &f, tag, (uint64_t)task, &d);
+            is_reader[task] = tag == STRATA_IN;
+            for (int i = 0; i < d.n; i++) {
+                int dep = (int)d.ref[i];
+                assert_true(dep > 0 && dep < task);
+                if (tag == STRATA_IN)
+                    assert_false(is_reader[dep]); /* reads never wait for reads */
+                bset_add(&reach[task], dep);
+                for (int w = 0; w < 4; w++)
+                    reach[task].w[w] |= reach[dep].w[w];
+            }
+            for (int i = 0; i < nb; i++) {
+                int b = (int)bytes[i];
+                int lw = last_writer[key][b];
+                if (lw && !bset_has(&reach[task], lw))
+                    fail_msg("task %d (tag %d) does not wait for writer %d of byte %d", task, tag,
+                             lw, b);
+                if (tag != STRATA_IN) {
+                    for (int r = 1; r < task; r++)
+                        if (bset_has(&readers[key][b], r) && !bset_has(&reach[task], r))
+                            fail_msg("task %d does not wait for reader %d of byte %d", task, r, b);
+                    last_writer[key][b] = task;
+                    memset(&readers[key][b], 0, sizeof readers[key][b]);
+                } else {
+                    bset_add(&readers[key][b], task);
+                }
+            }
+        }
+    }
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_tag_pairs, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_raw_war_waw_chain, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_partial_overlaps, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_strided_disjoint, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_keys_distinct, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_reset_isolates_runs, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_epoch_wrap, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_visit_abort, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_dead_entries_not_visited, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_readers_do_not_slow_in_lookups, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_sweep_bounds_entries, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_growth_many_keys, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_key_churn, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_model_whole_buffers, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_random_semantics, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
