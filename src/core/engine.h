@@ -104,8 +104,9 @@ struct strata_worker {
     int lease_used[2];
     struct strata_orch orch;
 
-    st_event space_ev; /* bumped when a slot or heap space is freed */
-    int space_waiters;
+    st_event space_ev; /* bumped when slots or heap space are freed for a waiter */
+    int slot_waiters;  /* the orchestrator waits for a free task slot */
+    int heap_waiters;  /* the orchestrator waits for heap-ring space */
     st_event admit_ev; /* bumped when a run retires or stops building */
 
     pthread_t sched_thread;

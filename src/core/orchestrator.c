@@ -63,14 +63,30 @@ static int check_view_shape(const strata_tensor *t, const char *what, int member
     return STRATA_OK;
 }
 
+/* An OUT tensor without memory: only dtype, rank and shape matter. */
+static int check_out_shape(const strata_tensor *t, const char *what, int member, uint32_t i) {
+    if (t->rank < 1 || t->rank > STRATA_MAX_RANK)
+        return st_fail(STRATA_EINVAL, "%s: member %d tensor %u: rank %u outside 1..%d", what,
+                       member, i, t->rank, STRATA_MAX_RANK);
+    if (t->dtype >= STRATA_DTYPE_COUNT)
+        return st_fail(STRATA_EINVAL, "%s: member %d tensor %u: unknown dtype %u", what, member, i,
+                       t->dtype);
+    for (int k = 0; k < t->rank; k++)
+        if (t->shape[k] < 1)
+            return st_fail(STRATA_EINVAL,
+                           "%s: member %d tensor %u: dimension %d is %lld (must be >= 1)", what,
+                           member, i, k, (long long)t->shape[k]);
+    return STRATA_OK;
+}
+
 static int check_tensor(const strata_tensor *t, uint8_t tag, int next_target, const char *what,
                         int member, uint32_t i) {
     if (tag > STRATA_NO_DEP)
         return st_fail(STRATA_EINVAL, "%s: member %d tensor %u: unknown tag %u", what, member, i,
                        tag);
-    STRATA_TRY(check_view_shape(t, what, member, i));
     if (needs_memory(t, tag))
-        return STRATA_OK; /* the runtime provides the memory */
+        return check_out_shape(t, what, member, i); /* the runtime provides memory and strides */
+    STRATA_TRY(check_view_shape(t, what, member, i));
     if (!t->base || t->ident.id == 0)
         return st_fail(STRATA_EINVAL,
                        "%s: member %d tensor %u has no buffer (only an OUT tensor may be "
@@ -186,11 +202,13 @@ static st_slot *take_slot(strata_worker *w, uint64_t deadline, const char *what)
         st_slot *s = st_slots_take(&w->slots);
         if (s)
             return s;
+        /* Woken in batches (see consume()); re-check every millisecond anyway. */
         uint32_t seen = atomic_load(&w->space_ev.value);
-        w->space_waiters++;
-        int rc = st_engine_wait(w, &w->space_ev, seen, deadline);
-        w->space_waiters--;
-        if (rc < 0 && st_now_ns() >= deadline) {
+        w->slot_waiters++;
+        uint64_t slice = st_deadline_after(1000000);
+        st_engine_wait(w, &w->space_ev, seen, slice < deadline ? slice : deadline);
+        w->slot_waiters--;
+        if (w->slots.nfree == 0 && st_now_ns() >= deadline) {
             st_fail(STRATA_ECAPACITY,
                     "%s: task window full for %.1f s (task_window = %u): raise "
                     "strata_worker_config.task_window, or end scopes earlier so finished "
@@ -217,9 +235,9 @@ static int take_heap(strata_worker *w, int ring, uint64_t bytes, uint64_t deadli
         if (rc != STRATA_ECAPACITY)
             return rc;
         uint32_t seen = atomic_load(&w->space_ev.value);
-        w->space_waiters++;
+        w->heap_waiters++;
         int wrc = st_engine_wait(w, &w->space_ev, seen, deadline);
-        w->space_waiters--;
+        w->heap_waiters--;
         if (wrc < 0 && st_now_ns() >= deadline)
             return st_fail(STRATA_ECAPACITY,
                            "%s: heap ring %d exhausted after %.1f s: raise heap_ring_bytes (now "
@@ -369,36 +387,38 @@ static int add_dep(void *vctx, uint64_t ref) {
     return 0;
 }
 
-static int infer_dependencies(strata_worker *w, st_slot *s, dep_ctx *d) {
+static int infer_member(strata_worker *w, st_slot *s, const strata_task_args *a, dep_ctx *d) {
+    st_footprint fps[STRATA_MAX_TENSORS]; /* built once, used for lookup and insert */
     /* Lookups of every argument first, then inserts: a task never waits on itself. */
-    for (int m = 0; m < s->nmembers; m++) {
-        const strata_task_args *a = &s->args[m];
-        for (uint32_t i = 0; i < a->ntensors; i++) {
-            const strata_tensor *t = &a->tensors[i];
-            if (t->holder_ != 0 && st_slots_get(&w->slots, t->holder_))
-                STRATA_TRY(add_dep(d, t->holder_)); /* keep runtime memory alive */
-            if (a->tags[i] == STRATA_NO_DEP || t->holder_ == st_ref_of(s))
-                continue;
-            st_footprint fp;
-            st_footprint_of(t, &fp);
-            STRATA_TRY(
-                st_tmap_lookup(&w->tmap, &t->ident, &fp, a->tags[i] != STRATA_IN, add_dep, d));
-        }
+    for (uint32_t i = 0; i < a->ntensors; i++) {
+        const strata_tensor *t = &a->tensors[i];
+        if (t->holder_ != 0 && st_slots_get(&w->slots, t->holder_))
+            STRATA_TRY(add_dep(d, t->holder_)); /* keep runtime memory alive */
+        if (a->tags[i] == STRATA_NO_DEP)
+            continue;
+        st_footprint_of(t, &fps[i]);
+        if (t->holder_ == st_ref_of(s))
+            continue; /* memory this task just received: nobody wrote it yet */
+        STRATA_TRY(
+            st_tmap_lookup(&w->tmap, &t->ident, &fps[i], a->tags[i] != STRATA_IN, add_dep, d));
     }
-    for (int m = 0; m < s->nmembers; m++) {
-        const strata_task_args *a = &s->args[m];
-        for (uint32_t i = 0; i < a->ntensors; i++) {
-            const strata_tensor *t = &a->tensors[i];
-            if (a->tags[i] == STRATA_NO_DEP)
-                continue;
-            st_footprint fp;
-            st_footprint_of(t, &fp);
-            if (a->tags[i] == STRATA_IN)
-                STRATA_TRY(st_tmap_insert_reader(&w->tmap, &t->ident, &fp, st_ref_of(s)));
-            else
-                STRATA_TRY(st_tmap_insert_writer(&w->tmap, &t->ident, &fp, st_ref_of(s)));
-        }
+    for (uint32_t i = 0; i < a->ntensors; i++) {
+        const strata_tensor *t = &a->tensors[i];
+        if (a->tags[i] == STRATA_NO_DEP)
+            continue;
+        if (a->tags[i] == STRATA_IN)
+            STRATA_TRY(st_tmap_insert_reader(&w->tmap, &t->ident, &fps[i], st_ref_of(s)));
+        else
+            STRATA_TRY(st_tmap_insert_writer(&w->tmap, &t->ident, &fps[i], st_ref_of(s)));
     }
+    return STRATA_OK;
+}
+
+/* Members one after another: members never wait on each other because the
+ * producer set excludes the task itself. */
+static int infer_dependencies(strata_worker *w, st_slot *s, dep_ctx *d) {
+    for (int m = 0; m < s->nmembers; m++)
+        STRATA_TRY(infer_member(w, s, &s->args[m], d));
     return STRATA_OK;
 }
 

@@ -100,16 +100,22 @@ static void free_member_arrays(st_slot *s) {
 
 static void consume(strata_worker *w, st_slot *s) {
     st_slot_transition(s, ST_T_CONSUME);
+    int wake = 0;
     if (s->has_heap) {
         st_heap_release(&w->heap, s->heap_ticket);
         s->has_heap = 0;
+        wake = w->heap_waiters;
     }
     free_member_arrays(s);
     st_run *r = s->run;
     st_run_unlink_slot(r, s);
     s->run = NULL;
     st_slots_recycle(&w->slots, s);
-    if (w->space_waiters)
+    /* A blocked orchestrator is woken once an eighth of the window is free,
+     * not per slot: waking it per task would cost a context switch per task. */
+    if (w->slot_waiters && w->slots.nfree >= (w->slots.capacity + 7) / 8)
+        wake = 1;
+    if (wake)
         st_event_bump(&w->space_ev);
     st_run_task_consumed(w, r);
 }
