@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# scripts/deps.sh - make sure the Debian/Ubuntu packages strata builds with are present.
+#
+# Owns: the list of apt packages the project needs and the decision to install them.
+# Must never: install anything unless running as root, touch the source tree, or
+# succeed while a required package is missing.
+#
+# Usage: scripts/deps.sh [--check] [--with-optional]
+#   --check          only report; never install (exit 1 if something required is missing)
+#   --with-optional  also install the optional packages (clang-format) when root
+#
+# As root, missing packages are installed with apt-get (non-interactive).
+# Otherwise the script prints exactly which packages are missing and the command
+# that installs them, and exits 1.
+set -euo pipefail
+
+# build-essential brings gcc, make and libc headers; libgomp (the OpenMP anchor
+# of the benchmarks) comes with gcc. libstarpu-dev is the StarPU anchor.
+REQUIRED_PACKAGES=(build-essential gcc cmake pkg-config libcmocka-dev libstarpu-dev)
+# clang-format only matters to contributors (the repo's .clang-format).
+OPTIONAL_PACKAGES=(clang-format)
+
+check_only=0
+with_optional=0
+for arg in "$@"; do
+    case "$arg" in
+    --check) check_only=1 ;;
+    --with-optional) with_optional=1 ;;
+    -h | --help)
+        sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'
+        exit 0
+        ;;
+    *)
+        echo "deps.sh: unknown argument '$arg' (try --help)" >&2
+        exit 2
+        ;;
+    esac
+done
+
+say() { printf 'deps: %s\n' "$*"; }
+
+# "dpkg -s" also succeeds for removed-but-configured packages, so the Status
+# line must say "install ok installed".
+package_installed() {
+    dpkg -s "$1" 2>/dev/null | grep -q '^Status: install ok installed'
+}
+
+missing_among() {
+    local p
+    for p in "$@"; do
+        package_installed "$p" || printf '%s ' "$p"
+    done
+}
+
+# Without dpkg we cannot name packages; check the tools and libraries directly.
+check_without_dpkg() {
+    local bad=0 tool
+    say "dpkg not found: this script installs packages on Debian/Ubuntu only."
+    say "checking the tools directly instead."
+    for tool in cc cmake pkg-config; do
+        if ! command -v "$tool" >/dev/null 2>&1; then
+            say "missing tool: $tool"
+            bad=1
+        fi
+    done
+    if command -v pkg-config >/dev/null 2>&1; then
+        pkg-config --exists cmocka || { say "missing library: cmocka (pkg-config cmocka)"; bad=1; }
+        pkg-config --exists libstarpu || pkg-config --exists starpu-1.3 ||
+            { say "missing library: StarPU (pkg-config libstarpu)"; bad=1; }
+    fi
+    if [ "$bad" -ne 0 ]; then
+        say "install the equivalents of: ${REQUIRED_PACKAGES[*]}"
+        exit 1
+    fi
+    say "all required tools found."
+    exit 0
+}
+
+apt_install() {
+    say "installing: $*"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -q
+    apt-get install -y -q --no-install-recommends "$@"
+}
+
+command -v dpkg >/dev/null 2>&1 || check_without_dpkg
+
+read -r -a missing <<<"$(missing_among "${REQUIRED_PACKAGES[@]}")"
+read -r -a missing_optional <<<"$(missing_among "${OPTIONAL_PACKAGES[@]}")"
+
+to_install=("${missing[@]}")
+if [ "$with_optional" -eq 1 ]; then
+    to_install+=("${missing_optional[@]}")
+fi
+
+if [ "${#to_install[@]}" -gt 0 ]; then
+    if [ "$check_only" -eq 0 ] && [ "$(id -u)" -eq 0 ]; then
+        apt_install "${to_install[@]}"
+        read -r -a missing <<<"$(missing_among "${REQUIRED_PACKAGES[@]}")"
+        read -r -a missing_optional <<<"$(missing_among "${OPTIONAL_PACKAGES[@]}")"
+        if [ "${#missing[@]}" -gt 0 ]; then
+            say "still missing after apt-get install: ${missing[*]}"
+            exit 1
+        fi
+    elif [ "${#missing[@]}" -gt 0 ]; then
+        say "missing required packages: ${missing[*]}"
+        say "install them with:"
+        echo
+        echo "    sudo apt-get update && sudo apt-get install -y ${missing[*]}"
+        echo
+        say "(or run this script as root and it installs them itself)"
+        exit 1
+    fi
+fi
+
+if [ "${#missing_optional[@]}" -gt 0 ]; then
+    say "optional, not installed: ${missing_optional[*]} (only needed to format code;" \
+        "apt-get install -y ${missing_optional[*]})"
+fi
+say "all required packages present: ${REQUIRED_PACKAGES[*]}"
