@@ -1,0 +1,369 @@
+/* bench/bench_build_cost.c - graph construction cost per task on the
+ * orchestration thread.
+ *
+ * Owns: the construction workload (each task reads its own input tile (IN)
+ * and accumulates into one of 8 chains (INOUT): 2 tensor arguments, the shape
+ * of a tiled matrix product) and its timing inside the orchestration function,
+ * with the sub workers held back by a gate task and, separately, with them
+ * running; StarPU's task insertion of the same graph (paused, then running).
+ * Must never: time anything but the orchestration function's own loop (views
+ * are built once beforehand; admission is reported on a separate row).
+ *
+ * bench-needs: starpu
+ */
+#include "bench_common.h"
+
+#include <errno.h>
+#include <semaphore.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <strata/strata.h>
+
+#if BENCH_HAVE_STARPU
+#include <starpu.h>
+#endif
+
+#define UPSTREAM_BUILD_US 0.874 /* on-device graph construction, per task */
+#define TARGET_BUILD_US 0.3
+#define NCHAINS 8         /* accumulators; the gate writes all of them */
+#define TILE_ELEMS 16     /* f32 elements of one input tile */
+#define TASK_WINDOW 65536 /* larger than any run here: no back-pressure */
+#define DEFAULT_TASKS 20000
+#define QUICK_TASKS 2000
+
+/* ---- strata -------------------------------------------------------------------- */
+
+typedef struct strata_side {
+    strata_worker *w;
+    strata_callable empty, gate;
+    sem_t gate_open; /* posted by main once strata_submit() has returned */
+    int ntasks;
+    strata_buffer *input_buf;
+    strata_tensor *tile; /* ntasks views, one per task */
+    strata_buffer *acc_buf[NCHAINS];
+    strata_tensor acc[NCHAINS];
+} strata_side;
+
+typedef struct build_call {
+    strata_side *side;
+    int gated;
+    uint64_t loop_ns; /* time spent in the submission loop */
+} build_call;
+
+static int empty_task(const strata_task_args *args, void *user) {
+    return 0;
+}
+
+/* Blocks (without spinning) until the main thread opens the gate. */
+static int gate_task(const strata_task_args *args, void *user) {
+    strata_side *s = user;
+    while (sem_wait(&s->gate_open) != 0 && errno == EINTR) {
+    }
+    return 0;
+}
+
+/* The gate writes every accumulator, so every task below waits for it. */
+static int submit_gate(strata_orch *o, const strata_side *s) {
+    strata_task_args a;
+    strata_args_init(&a);
+    for (int c = 0; c < NCHAINS; c++)
+        STRATA_TRY(strata_args_add_tensor(&a, &s->acc[c], STRATA_INOUT));
+    return strata_submit_sub(o, s->gate, &a);
+}
+
+static int orchestrate_build(strata_orch *o, void *arg) {
+    build_call *call = arg;
+    const strata_side *s = call->side;
+    if (call->gated)
+        STRATA_TRY(submit_gate(o, s));
+    uint64_t t0 = bench_now_ns();
+    for (int i = 0; i < s->ntasks; i++) {
+        strata_task_args a;
+        strata_args_init(&a);
+        STRATA_TRY(strata_args_add_tensor(&a, &s->tile[i], STRATA_IN));
+        STRATA_TRY(strata_args_add_tensor(&a, &s->acc[i % NCHAINS], STRATA_INOUT));
+        STRATA_TRY(strata_submit_sub(o, s->empty, &a));
+    }
+    call->loop_ns = bench_now_ns() - t0;
+    return STRATA_OK;
+}
+
+static int strata_fail(const char *what, int rc) {
+    fprintf(stderr, "strata: %s failed: %s: %s\n", what, strata_status_name(rc),
+            strata_last_error());
+    return rc;
+}
+
+static int strata_make_tensors(strata_side *s) {
+    int64_t tile = TILE_ELEMS;
+    size_t tile_bytes = TILE_ELEMS * sizeof(float);
+    int rc = strata_buffer_create(s->w, tile_bytes * (size_t)s->ntasks, &s->input_buf);
+    if (rc)
+        return strata_fail("strata_buffer_create", rc);
+    s->tile = calloc((size_t)s->ntasks, sizeof *s->tile);
+    if (!s->tile)
+        return strata_fail("calloc", STRATA_ENOMEM);
+    for (int i = 0; i < s->ntasks; i++)
+        if ((rc = strata_tensor_view(s->input_buf, (uint64_t)i * tile_bytes, STRATA_F32, 1, &tile,
+                                     NULL, &s->tile[i])) != 0)
+            return strata_fail("strata_tensor_view", rc);
+    for (int c = 0; c < NCHAINS; c++) {
+        if ((rc = strata_buffer_create(s->w, tile_bytes, &s->acc_buf[c])) != 0)
+            return strata_fail("strata_buffer_create", rc);
+        if ((rc = strata_tensor_contiguous(s->acc_buf[c], STRATA_F32, 1, &tile, &s->acc[c])) != 0)
+            return strata_fail("strata_tensor_contiguous", rc);
+    }
+    return 0;
+}
+
+static int strata_start(strata_side *s, int workers, int ntasks) {
+    strata_worker_config cfg;
+    strata_worker_config_init(&cfg);
+    cfg.sub_workers = (uint32_t)workers;
+    cfg.task_window = TASK_WINDOW;
+    s->ntasks = ntasks;
+    int rc = strata_worker_create(&cfg, &s->w);
+    if (rc)
+        return strata_fail("strata_worker_create", rc);
+    if ((rc = strata_register_sub(s->w, "empty", empty_task, NULL, &s->empty)) != 0 ||
+        (rc = strata_register_sub(s->w, "gate", gate_task, s, &s->gate)) != 0)
+        return strata_fail("strata_register_sub", rc);
+    if ((rc = strata_worker_init(s->w)) != 0)
+        return strata_fail("strata_worker_init", rc);
+    return strata_make_tensors(s);
+}
+
+static void strata_stop(strata_side *s) {
+    if (s->w)
+        strata_worker_close(s->w);
+    strata_buffer_destroy(s->input_buf);
+    for (int c = 0; c < NCHAINS; c++)
+        strata_buffer_destroy(s->acc_buf[c]);
+    free(s->tile);
+    strata_worker_destroy(s->w);
+    s->w = NULL;
+}
+
+/* One repetition: the loop's µs per task, and strata_submit()'s. The gate
+ * opens only after strata_submit() returned, so with `gated` no task body runs
+ * while the graph is built. */
+static int strata_sample(strata_side *s, int gated, double *loop_us, double *submit_us) {
+    build_call call = {s, gated, 0};
+    strata_run_handle *h = NULL;
+    sem_init(&s->gate_open, 0, 0);
+    uint64_t t0 = bench_now_ns();
+    int rc = strata_submit(s->w, orchestrate_build, &call, &h);
+    uint64_t t1 = bench_now_ns();
+    sem_post(&s->gate_open); /* also when the submit failed: never leave the gate shut */
+    int wrc = h ? strata_run_wait(h, STRATA_WAIT_FOREVER) : STRATA_OK;
+    if (h && wrc)
+        strata_fail("strata_run_wait", wrc);
+    int rrc = h ? strata_run_release(h) : STRATA_OK;
+    sem_destroy(&s->gate_open);
+    if (rc)
+        return strata_fail("strata_submit", rc);
+    if (wrc)
+        return wrc;
+    if (rrc)
+        return strata_fail("strata_run_release", rrc);
+    *loop_us = (double)call.loop_ns / 1e3 / s->ntasks;
+    *submit_us = (double)(t1 - t0) / 1e3 / s->ntasks;
+    return 0;
+}
+
+/* ---- StarPU -------------------------------------------------------------------- */
+
+#if BENCH_HAVE_STARPU
+typedef struct starpu_side {
+    int ntasks;
+    float *input;
+    starpu_data_handle_t *tile;
+    float acc_mem[NCHAINS][TILE_ELEMS];
+    starpu_data_handle_t acc[NCHAINS];
+} starpu_side;
+
+static void starpu_empty(void *buffers[], void *arg) {}
+
+static struct starpu_codelet cl_accumulate = {
+    .cpu_funcs = {starpu_empty}, .nbuffers = 2, .modes = {STARPU_R, STARPU_RW}};
+
+static int starpu_register_all(starpu_side *s, int ntasks) {
+    s->ntasks = ntasks;
+    s->input = calloc((size_t)ntasks * TILE_ELEMS, sizeof(float));
+    s->tile = calloc((size_t)ntasks, sizeof *s->tile);
+    if (!s->input || !s->tile)
+        return -1;
+    for (int i = 0; i < ntasks; i++)
+        starpu_vector_data_register(&s->tile[i], STARPU_MAIN_RAM,
+                                    (uintptr_t)&s->input[(size_t)i * TILE_ELEMS], TILE_ELEMS,
+                                    sizeof(float));
+    for (int c = 0; c < NCHAINS; c++)
+        starpu_vector_data_register(&s->acc[c], STARPU_MAIN_RAM, (uintptr_t)s->acc_mem[c],
+                                    TILE_ELEMS, sizeof(float));
+    return 0;
+}
+
+static void starpu_unregister_all(starpu_side *s) {
+    for (int i = 0; s->tile && i < s->ntasks; i++)
+        starpu_data_unregister(s->tile[i]);
+    for (int c = 0; s->tile && c < NCHAINS; c++)
+        starpu_data_unregister(s->acc[c]);
+    free(s->tile);
+    free(s->input);
+}
+
+/* One repetition: µs per task of the insertion loop, with the workers paused
+ * (`gated`) or running; then every task is drained. */
+static int starpu_sample(starpu_side *s, int gated, double *loop_us) {
+    int rc = 0;
+    if (!gated)
+        starpu_resume();
+    uint64_t t0 = bench_now_ns();
+    for (int i = 0; i < s->ntasks && !rc; i++)
+        rc = starpu_task_insert(&cl_accumulate, STARPU_R, s->tile[i], STARPU_RW,
+                                s->acc[i % NCHAINS], 0);
+    uint64_t t1 = bench_now_ns();
+    if (gated)
+        starpu_resume();
+    int wrc = starpu_task_wait_for_all();
+    starpu_pause();
+    if (rc || wrc) {
+        fprintf(stderr, "starpu: build graph failed (insert %d, wait %d)\n", rc, wrc);
+        return -1;
+    }
+    *loop_us = (double)(t1 - t0) / 1e3 / s->ntasks;
+    return 0;
+}
+#endif
+
+/* ---- Driver -------------------------------------------------------------------- */
+
+typedef struct series_set {
+    bench_series loop[2], submit[2], starpu[2]; /* index: gated */
+} series_set;
+
+typedef struct sides {
+    const bench_options *opt;
+    strata_side strata;
+    int starpu_ok;
+    char starpu_why[128];
+#if BENCH_HAVE_STARPU
+    starpu_side starpu;
+#endif
+} sides;
+
+static int measure_once(sides *sd, int gated, series_set *out) {
+    double loop, submit;
+    if (bench_wants(sd->opt, "strata")) {
+        bench_settle();
+        if (strata_sample(&sd->strata, gated, &loop, &submit))
+            return -1;
+        if (out) {
+            bench_series_add(&out->loop[gated], loop);
+            bench_series_add(&out->submit[gated], submit);
+        }
+    }
+#if BENCH_HAVE_STARPU
+    if (sd->starpu_ok) {
+        bench_settle();
+        if (starpu_sample(&sd->starpu, gated, &loop))
+            return -1;
+        if (out)
+            bench_series_add(&out->starpu[gated], loop);
+    }
+#endif
+    return 0;
+}
+
+static bench_value starpu_value(const sides *sd, const bench_series *s) {
+    if (sd->starpu_ok)
+        return bench_measured(s);
+    return bench_unavailable(sd->starpu_why[0] ? sd->starpu_why : BENCH_STARPU_MISSING);
+}
+
+static void add_rows(bench_table *t, const sides *sd, const series_set *s) {
+    bench_row *row =
+        bench_table_row(t, "build, workers gated", "us/task", &s->loop[1], TARGET_BUILD_US);
+    bench_row_compare(row, "upstream", bench_quoted(UPSTREAM_BUILD_US), 0);
+    bench_row_compare(row, "starpu", starpu_value(sd, &s->starpu[1]), 0);
+    row = bench_table_row(t, "build, workers running", "us/task", &s->loop[0], 0);
+    bench_row_compare(row, "upstream", bench_quoted(UPSTREAM_BUILD_US), 0);
+    bench_row_compare(row, "starpu", starpu_value(sd, &s->starpu[0]), 0);
+    bench_table_row(t, "strata_submit wall, gated", "us/task", &s->submit[1], 0);
+}
+
+static void start_starpu(sides *sd, int workers, int ntasks) {
+#if BENCH_HAVE_STARPU
+    if (!bench_wants(sd->opt, "starpu")) {
+        snprintf(sd->starpu_why, sizeof sd->starpu_why, "skipped (--only)");
+        return;
+    }
+    sd->starpu_ok = bench_starpu_start(workers, sd->starpu_why, sizeof sd->starpu_why) == 0;
+    if (sd->starpu_ok && starpu_register_all(&sd->starpu, ntasks) != 0) {
+        snprintf(sd->starpu_why, sizeof sd->starpu_why, "out of memory for StarPU handles");
+        sd->starpu_ok = 0;
+    }
+    if (!sd->starpu_ok)
+        fprintf(stderr, "starpu anchor skipped: %s\n", sd->starpu_why);
+#endif
+}
+
+static void stop_starpu(sides *sd) {
+#if BENCH_HAVE_STARPU
+    if (sd->starpu_ok) {
+        starpu_resume();
+        starpu_unregister_all(&sd->starpu);
+        starpu_pause();
+        bench_starpu_stop();
+    }
+#endif
+}
+
+static int run_all(sides *sd, const bench_options *opt, bench_report *report, int ntasks) {
+    static series_set s;
+    if (measure_once(sd, 1, NULL) || measure_once(sd, 0, NULL)) /* warm-up */
+        return -1;
+    for (int r = 0; r < opt->reps; r++)
+        if (measure_once(sd, 1, &s) || measure_once(sd, 0, &s))
+            return -1;
+    bench_table *t = bench_report_table(report,
+                                        "graph construction per task (IN tile + INOUT "
+                                        "accumulator): %d tasks per run, %d workers, median of %d",
+                                        ntasks, opt->workers, opt->reps);
+    add_rows(t, sd, &s);
+    bench_table_print(t);
+    printf("  strata: orchestration loop only (args_init + 2 add_tensor + submit_sub per task), "
+           "window %d; gated = every task waits for a blocked gate task\n",
+           TASK_WINDOW);
+    printf("  starpu: starpu_task_insert loop; gated = workers paused (starpu_pause)\n");
+    printf("  upstream: on-device build, quoted from "
+           "shared/reference/upstream-api-and-performance.md\n");
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    bench_options opt;
+    int prc = bench_parse_args(
+        argc, argv, "Graph construction cost per task on the orchestration thread.", &opt);
+    if (prc)
+        return prc > 0 ? 0 : 2;
+    int ntasks = opt.quick ? QUICK_TASKS : DEFAULT_TASKS;
+    static bench_report report;
+    static sides sd;
+    bench_report_init(&report, &opt);
+    sd.opt = &opt;
+    if (strata_start(&sd.strata, opt.workers, ntasks)) {
+        strata_stop(&sd.strata);
+        return 1;
+    }
+    start_starpu(&sd, opt.workers, ntasks);
+    int rc = run_all(&sd, &opt, &report, ntasks);
+    stop_starpu(&sd);
+    strata_stop(&sd.strata);
+    if (rc)
+        return 1;
+    printf("targets missed: %d\n", bench_report_misses(&report));
+    return bench_report_write_json(&report) ? 1 : 0;
+}

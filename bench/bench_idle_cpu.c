@@ -1,0 +1,211 @@
+/* bench/bench_idle_cpu.c - CPU used by an initialised, idle strata Worker.
+ *
+ * Owns: the idle measurement (process user+system CPU time across a sleep,
+ * as a percentage of one core) for strata, then for a libgomp thread pool
+ * after its last parallel region, then for StarPU's unpaused CPU workers.
+ * Must never: measure two runtimes at once: strata's Worker is destroyed
+ * before the libgomp pool exists, and StarPU starts only after the libgomp
+ * pool has parked (its threads sleep on a futex and use no CPU).
+ *
+ * bench-needs: starpu openmp
+ */
+#include "bench_common.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <strata/strata.h>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+#if BENCH_HAVE_STARPU
+#include <starpu.h>
+#endif
+
+#define TARGET_IDLE_PERCENT 1.0
+#define WINDOW_S 10.0
+#define QUICK_WINDOW_S 1.0
+/* StarPU's idle workers busy-poll; a short window shows it without burning
+ * the shared machine's cores for long. */
+#define STARPU_WINDOW_S 1.0
+#define STARPU_QUICK_WINDOW_S 0.2
+
+/* Split `window_s` into `slices` sleeps; one CPU percentage per slice. The
+ * whole window's percentage goes to *whole_percent. */
+static void measure_idle(double window_s, int slices, bench_series *per_slice,
+                         double *whole_percent) {
+    double cpu_start = bench_process_cpu_s();
+    uint64_t t_start = bench_now_ns();
+    for (int i = 0; i < slices; i++) {
+        double cpu0 = bench_process_cpu_s();
+        uint64_t t0 = bench_now_ns();
+        bench_sleep_s(window_s / slices);
+        double cpu1 = bench_process_cpu_s();
+        uint64_t t1 = bench_now_ns();
+        bench_series_add(per_slice, 100.0 * (cpu1 - cpu0) / ((double)(t1 - t0) / 1e9));
+    }
+    double wall = (double)(bench_now_ns() - t_start) / 1e9;
+    *whole_percent = 100.0 * (bench_process_cpu_s() - cpu_start) / wall;
+}
+
+/* ---- strata -------------------------------------------------------------------- */
+
+typedef struct warm_call {
+    strata_callable empty;
+    int ntasks;
+} warm_call;
+
+static int empty_task(const strata_task_args *args, void *user) {
+    return 0;
+}
+
+static int orchestrate_warm(strata_orch *o, void *arg) {
+    const warm_call *call = arg;
+    for (int i = 0; i < call->ntasks; i++) {
+        strata_task_args a;
+        strata_args_init(&a);
+        STRATA_TRY(strata_submit_sub(o, call->empty, &a));
+    }
+    return STRATA_OK;
+}
+
+static int strata_fail(const char *what, int rc) {
+    fprintf(stderr, "strata: %s failed: %s: %s\n", what, strata_status_name(rc),
+            strata_last_error());
+    return rc;
+}
+
+/* Start a Worker, run a few runs so every thread has been active, then
+ * measure it doing nothing. */
+static int strata_idle(int workers, double window_s, int slices, bench_series *per_slice,
+                       double *whole) {
+    strata_worker_config cfg;
+    strata_worker *w = NULL;
+    warm_call call = {0, 64 * workers};
+    strata_worker_config_init(&cfg);
+    cfg.sub_workers = (uint32_t)workers;
+    int rc = strata_worker_create(&cfg, &w);
+    if (rc)
+        return strata_fail("strata_worker_create", rc);
+    if ((rc = strata_register_sub(w, "empty", empty_task, NULL, &call.empty)) != 0)
+        strata_fail("strata_register_sub", rc);
+    else if ((rc = strata_worker_init(w)) != 0)
+        strata_fail("strata_worker_init", rc);
+    for (int i = 0; i < 10 && !rc; i++)
+        if ((rc = strata_run(w, orchestrate_warm, &call)) != 0)
+            strata_fail("strata_run", rc);
+    if (!rc)
+        measure_idle(window_s, slices, per_slice, whole);
+    strata_worker_destroy(w);
+    return rc;
+}
+
+/* ---- Anchors ------------------------------------------------------------------- */
+
+#ifdef _OPENMP
+__attribute__((noinline)) static void gomp_empty(void) {
+    __asm__ volatile("" ::: "memory");
+}
+
+/* The pool idles between parallel regions; measured from the region's end, so
+ * its spin-before-sleep phase is included. */
+static void gomp_idle(int workers, double window_s, int slices, bench_series *per_slice,
+                      double *whole) {
+    omp_set_num_threads(workers);
+#pragma omp parallel num_threads(workers)
+#pragma omp single
+    for (int i = 0; i < 64 * workers; i++) {
+#pragma omp task
+        gomp_empty();
+    }
+    measure_idle(window_s, slices, per_slice, whole);
+}
+#endif
+
+#if BENCH_HAVE_STARPU
+static int starpu_idle(int workers, double window_s, int slices, bench_series *per_slice,
+                       double *whole, char *why, size_t len) {
+    if (bench_starpu_start(workers, why, len) != 0)
+        return -1;
+    starpu_resume();
+    measure_idle(window_s, slices, per_slice, whole);
+    bench_starpu_stop();
+    return 0;
+}
+#endif
+
+/* ---- Driver -------------------------------------------------------------------- */
+
+typedef struct idle_figures {
+    bench_series slices, whole;
+} idle_figures;
+
+static void add_compare(bench_row *row, const char *anchor, const idle_figures *f, int ok,
+                        const char *why, int use_whole) {
+    if (!ok) {
+        bench_row_compare(row, anchor, bench_unavailable(why), 0);
+        return;
+    }
+    bench_row_compare(row, anchor, bench_measured(use_whole ? &f->whole : &f->slices), 0);
+}
+
+int main(int argc, char **argv) {
+    bench_options opt;
+    int prc = bench_parse_args(argc, argv,
+                               "CPU used by an initialised idle Worker (percent of one core), "
+                               "vs an idle libgomp pool and idle StarPU workers.",
+                               &opt);
+    if (prc)
+        return prc > 0 ? 0 : 2;
+    double window = opt.quick ? QUICK_WINDOW_S : WINDOW_S;
+    double starpu_window = opt.quick ? STARPU_QUICK_WINDOW_S : STARPU_WINDOW_S;
+    static bench_report report;
+    static idle_figures strata, gomp, starpu;
+    int gomp_ok = 0, starpu_ok = 0;
+    char starpu_why[128] = BENCH_STARPU_MISSING;
+    double whole = 0;
+    bench_report_init(&report, &opt);
+
+    if (bench_wants(&opt, "strata")) {
+        if (strata_idle(opt.workers, window, opt.reps, &strata.slices, &whole))
+            return 1;
+        bench_series_add(&strata.whole, whole);
+    }
+#ifdef _OPENMP
+    if (bench_wants(&opt, "libgomp")) {
+        gomp_idle(opt.workers, window, opt.reps, &gomp.slices, &whole);
+        bench_series_add(&gomp.whole, whole);
+    }
+    gomp_ok = 1;
+#endif
+#if BENCH_HAVE_STARPU
+    if (bench_wants(&opt, "starpu")) {
+        starpu_ok = starpu_idle(opt.workers, starpu_window, opt.reps, &starpu.slices, &whole,
+                                starpu_why, sizeof starpu_why) == 0;
+        if (starpu_ok)
+            bench_series_add(&starpu.whole, whole);
+    } else {
+        starpu_ok = 1; /* its empty series reads "skipped (--only)" */
+    }
+#endif
+
+    bench_table *t = bench_report_table(&report,
+                                        "idle CPU, %% of one core: %d workers, %.0f s window in %d "
+                                        "slices (StarPU: %.1f s)",
+                                        opt.workers, window, opt.reps, starpu_window);
+    bench_row *row = bench_table_row(t, "idle worker, whole window", "%core", &strata.whole,
+                                     TARGET_IDLE_PERCENT);
+    add_compare(row, "libgomp", &gomp, gomp_ok, "built without OpenMP", 1);
+    add_compare(row, "starpu", &starpu, starpu_ok, starpu_why, 1);
+    row =
+        bench_table_row(t, "idle worker, per slice", "%core", &strata.slices, TARGET_IDLE_PERCENT);
+    add_compare(row, "libgomp", &gomp, gomp_ok, "built without OpenMP", 0);
+    add_compare(row, "starpu", &starpu, starpu_ok, starpu_why, 0);
+    bench_table_print(t);
+    printf("  process user+system CPU (getrusage) across sleeps; strata measured after 10 runs, "
+           "libgomp from the end of a parallel region, StarPU unpaused\n");
+    printf("targets missed: %d\n", bench_report_misses(&report));
+    return bench_report_write_json(&report) ? 1 : 0;
+}
