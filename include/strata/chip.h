@@ -45,7 +45,8 @@ typedef enum strata_sim_fault {
     STRATA_SIM_FAULT_PREPARE,  /* prepare fails (the run fails; the chip stays usable) */
     STRATA_SIM_FAULT_LAUNCH,   /* launch fails before anything started (reclaimed) */
     STRATA_SIM_FAULT_POLL,     /* poll reports an error (poisons the chip) */
-    STRATA_SIM_FAULT_WAIT,     /* the blocking wait reports an error (poisons the chip) */
+    STRATA_SIM_FAULT_WAIT,     /* the blocking wait reports an error (poisons the chip);
+                                  polls never see such a run finish */
     STRATA_SIM_FAULT_FINALIZE, /* finalize reports an error (poisons the chip) */
     STRATA_SIM_FAULT_KERNEL    /* one block of a kernel fails (device error: poisons) */
 } strata_sim_fault;
@@ -67,6 +68,9 @@ typedef struct strata_chip_config {
     /* Path of a backend shared object, or "sim": the sim backend, looked up
      * next to libstrata, then in this build tree, then on the loader's path. */
     const char *backend;
+    /* A backend linked into the program: its entry point, used instead of
+     * `backend` when set (`backend` then only names it in messages). */
+    strata_backend_entry_fn backend_entry;
     int device_id;             /* >= 0 (default 0) */
     const char *kernel_module; /* kernel module shared object (sim), or NULL for none */
     uint32_t sim_cores;        /* simulated core threads (default 2) */

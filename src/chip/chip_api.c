@@ -120,7 +120,7 @@ int strata_chip_set_sim_injection(strata_chip *chip, const strata_sim_injection 
 /* ---- Open / close ------------------------------------------------------------------ */
 
 static int validate_config(const strata_chip_config *cfg) {
-    if (!cfg->backend || !cfg->backend[0])
+    if (!cfg->backend_entry && (!cfg->backend || !cfg->backend[0]))
         return st_fail(STRATA_EINVAL,
                        "strata_chip_open: backend is empty: set it to \"sim\" or a backend path");
     if (cfg->device_id < 0)
@@ -157,6 +157,8 @@ int strata_chip_open(const strata_chip_config *cfg, strata_chip **out) {
         return STRATA_ENOMEM;
     }
     st_chip_worker_config wc = {.backend = cfg->backend,
+                                .entry = cfg->backend_entry,
+                                .entry_label = cfg->backend ? cfg->backend : "in-process backend",
                                 .device_id = cfg->device_id,
                                 .kernel_module = cfg->kernel_module,
                                 .cores = cfg->sim_cores,

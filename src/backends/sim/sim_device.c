@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <time.h>
 
 #include "sim_device.h"
@@ -35,11 +36,18 @@ typedef struct sim_core_arg {
     uint32_t core_id;
 } sim_core_arg;
 
-static void sleep_until_ns(uint64_t deadline_ns) {
+void sim_sleep_until_ns(uint64_t deadline_ns) {
+    /* Injected delays model device time, so they should end on time: the
+     * default 50 us timer slack would stretch every one of them. The slack
+     * is per thread; restore the caller's. */
+    int slack = prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0);
+    prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
     struct timespec ts = {.tv_sec = (time_t)(deadline_ns / 1000000000ull),
                           .tv_nsec = (long)(deadline_ns % 1000000000ull)};
     while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {
     }
+    if (slack > 0)
+        prctl(PR_SET_TIMERSLACK, (unsigned long)slack, 0, 0, 0);
 }
 
 /* A block of the current launch is waiting for a core (mu held). */
@@ -55,7 +63,7 @@ static void advance_launch(sim_device *dev, sim_run *r) {
         uint64_t end = r->launch_start_ns + r->kernel_delay_ns;
         if (sim_now_ns() < end) {
             pthread_mutex_unlock(&dev->mu);
-            sleep_until_ns(end);
+            sim_sleep_until_ns(end);
             pthread_mutex_lock(&dev->mu);
         }
     }

@@ -136,6 +136,8 @@ uint64_t sim_committed(void *dev);
 int sim_register_program(void *dev, const strata_backend_program *p, uint32_t *id,
                          strata_backend_msg *m);
 int sim_unregister_program(void *dev, uint32_t id, strata_backend_msg *m);
+/* Sleep (never spin) until a CLOCK_MONOTONIC deadline, without timer slack. */
+void sim_sleep_until_ns(uint64_t deadline_ns);
 /* Hand the launched run's blocks to the cores (mu held). */
 void sim_device_start_job(sim_device *dev, sim_run *run);
 

@@ -264,13 +264,8 @@ int sim_prepare(void *devp, strata_native_run *storage, uint32_t program,
         return rc;
     }
 
-    if (delay) {
-        uint64_t end = sim_now_ns() + delay;
-        struct timespec ts = {.tv_sec = (time_t)(end / 1000000000ull),
-                              .tv_nsec = (long)(end % 1000000000ull)};
-        while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {
-        }
-    }
+    if (delay)
+        sim_sleep_until_ns(sim_now_ns() + delay);
 
     sim_build b = {.run = r, .dev = dev};
     strata_program_ctx ctx = {.abi_version = STRATA_BACKEND_ABI_VERSION,
@@ -355,6 +350,8 @@ int sim_poll(void *devp, strata_native_run *storage, uint64_t epoch, strata_back
     if (r->fault == SIM_FAULT_POLL)
         return sim_fail(m, r->fault_code, "injected poll fault: program '%s' (code %d)",
                         r->program_name, r->fault_code);
+    if (r->fault == SIM_FAULT_WAIT)
+        return STRATA_BACKEND_NOT_READY; /* only the (failing) wait can observe this run */
     return completion_result(r, sim_completion_state(&r->done), "poll", m);
 }
 
