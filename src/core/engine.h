@@ -81,8 +81,11 @@ struct strata_worker {
     st_tensormap tmap;
     st_heap heap;
 
+    /* Registered callables: entries are written once under the engine lock and
+     * then published by a release store of ncallables, so submitters read
+     * them without the lock. */
     st_callable_info *callables[ST_MAX_CALLABLES];
-    int ncallables;
+    _Atomic int ncallables;
 
     st_sub_state *subs;
     int nsubs;

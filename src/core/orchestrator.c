@@ -93,15 +93,16 @@ static int check_tensor(const strata_tensor *t, uint8_t tag, int next_target, co
                        "given without memory)",
                        what, member, i);
     uint64_t elem = strata_dtype_size((strata_dtype)t->dtype);
-    uint64_t last = 0;
+    unsigned __int128 last = 0; /* 128 bits: a hand-made view must not wrap around */
     for (int k = 0; k < t->rank; k++)
-        last += (uint64_t)(t->shape[k] - 1) * (uint64_t)t->strides[k];
-    uint64_t end = t->offset + (last + 1) * elem;
-    if (end > t->buffer_bytes || end < t->offset)
+        last += (unsigned __int128)(t->shape[k] - 1) * (unsigned __int128)t->strides[k];
+    unsigned __int128 end = (unsigned __int128)t->offset + (last + 1) * elem;
+    if (end > t->buffer_bytes)
         return st_fail(STRATA_EINVAL,
                        "%s: member %d tensor %u: view ends at byte %llu, outside its buffer of "
                        "%llu bytes",
-                       what, member, i, (unsigned long long)end,
+                       what, member, i,
+                       (unsigned long long)(end > UINT64_MAX ? UINT64_MAX : (uint64_t)end),
                        (unsigned long long)t->buffer_bytes);
     if (t->mem == STRATA_MEM_DEVICE) {
         if (next_target < 0)
@@ -118,30 +119,44 @@ static int check_tensor(const strata_tensor *t, uint8_t tag, int next_target, co
     return STRATA_OK;
 }
 
-/* Two arguments of one task that overlap where either writes are rejected. */
-static int check_no_self_overlap(const strata_task_args *a, const char *what, int member) {
+static int tracked_memory(const strata_task_args *a, uint32_t i) {
+    return a->tags[i] != STRATA_NO_DEP && !needs_memory(&a->tensors[i], a->tags[i]);
+}
+
+/* 1 if argument i of a and argument j of b touch a common byte where either writes. */
+static int args_conflict(const strata_task_args *a, uint32_t i, const strata_task_args *b,
+                         uint32_t j) {
+    if (!tracked_memory(a, i) || !tracked_memory(b, j))
+        return 0;
+    if (!tag_writes(a->tags[i]) && !tag_writes(b->tags[j]))
+        return 0;
+    const strata_tensor *ti = &a->tensors[i], *tj = &b->tensors[j];
+    if (memcmp(&ti->ident, &tj->ident, sizeof ti->ident) != 0)
+        return 0;
+    st_footprint fi, fj;
+    st_footprint_of(ti, &fi);
+    st_footprint_of(tj, &fj);
+    return st_footprint_overlap(&fi, &fj);
+}
+
+/* Arguments of one task that overlap where either writes are rejected: within
+ * a member, and across the members of a group (members run at the same time). */
+static int check_no_self_overlap(const strata_task_args *args, int m, const char *what) {
+    const strata_task_args *a = &args[m];
     for (uint32_t i = 0; i < a->ntensors; i++) {
-        const strata_tensor *ti = &a->tensors[i];
-        if (a->tags[i] == STRATA_NO_DEP || needs_memory(ti, a->tags[i]))
-            continue;
-        st_footprint fi;
-        st_footprint_of(ti, &fi);
-        for (uint32_t j = i + 1; j < a->ntensors; j++) {
-            const strata_tensor *tj = &a->tensors[j];
-            if (a->tags[j] == STRATA_NO_DEP || needs_memory(tj, a->tags[j]))
-                continue;
-            if (!tag_writes(a->tags[i]) && !tag_writes(a->tags[j]))
-                continue;
-            if (memcmp(&ti->ident, &tj->ident, sizeof ti->ident) != 0)
-                continue;
-            st_footprint fj;
-            st_footprint_of(tj, &fj);
-            if (st_footprint_overlap(&fi, &fj))
+        for (uint32_t j = i + 1; j < a->ntensors; j++)
+            if (args_conflict(a, i, a, j))
                 return st_fail(STRATA_EINVAL,
                                "%s: member %d tensors %u and %u overlap and at least one is "
                                "written; split the task or use disjoint views",
-                               what, member, i, j);
-        }
+                               what, m, i, j);
+        for (int p = 0; p < m; p++)
+            for (uint32_t j = 0; j < args[p].ntensors; j++)
+                if (args_conflict(a, i, &args[p], j))
+                    return st_fail(STRATA_EINVAL,
+                                   "%s: member %d tensor %u overlaps member %d tensor %u and at "
+                                   "least one is written; group members run at the same time",
+                                   what, m, i, p, j);
     }
     return STRATA_OK;
 }
@@ -162,7 +177,7 @@ static int check_args(strata_task_args *args, int n, const int *targets, const c
         for (uint32_t i = 0; i < a->ntensors; i++)
             STRATA_TRY(
                 check_tensor(&a->tensors[i], a->tags[i], targets ? targets[m] : -1, what, m, i));
-        STRATA_TRY(check_no_self_overlap(a, what, m));
+        STRATA_TRY(check_no_self_overlap(args, m, what));
     }
     return STRATA_OK;
 }
@@ -241,9 +256,9 @@ static int take_heap(strata_worker *w, int ring, uint64_t bytes, uint64_t deadli
         if (wrc < 0 && st_now_ns() >= deadline)
             return st_fail(STRATA_ECAPACITY,
                            "%s: heap ring %d exhausted after %.1f s: raise heap_ring_bytes (now "
-                           "%llu MiB), or end scopes earlier so intermediates are reclaimed",
+                           "%llu bytes), or end scopes earlier so intermediates are reclaimed",
                            what, ring, (double)w->cfg.capacity_timeout_ns / 1e9,
-                           (unsigned long long)(w->cfg.heap_ring_bytes >> 20));
+                           (unsigned long long)w->cfg.heap_ring_bytes);
     }
 }
 
@@ -310,34 +325,34 @@ static int hold_in_scope(strata_orch *o, st_slot *s) {
 }
 
 /* Runtime memory for OUT tensors given without memory: one heap allocation
- * carved into 1 KiB-aligned pieces, written back into the caller's args. */
-static int provide_out_memory(strata_orch *o, st_slot *s, strata_task_args *user_args,
-                              uint64_t deadline, const char *what) {
-    strata_worker *w = o->w;
+ * per task, carved into 1 KiB-aligned pieces. */
+static uint64_t out_piece_bytes(const strata_tensor *t) {
+    uint64_t bytes = (uint64_t)strata_tensor_numel(t) * strata_dtype_size((strata_dtype)t->dtype);
+    return (bytes + ST_HEAP_ALIGN - 1) / ST_HEAP_ALIGN * ST_HEAP_ALIGN;
+}
+
+static uint64_t out_memory_bytes(const strata_task_args *args, int n) {
     uint64_t total = 0;
-    for (int m = 0; m < s->nmembers; m++)
-        for (uint32_t i = 0; i < s->args[m].ntensors; i++)
-            if (needs_memory(&s->args[m].tensors[i], s->args[m].tags[i])) {
-                strata_tensor *t = &s->args[m].tensors[i];
-                uint64_t bytes =
-                    (uint64_t)strata_tensor_numel(t) * strata_dtype_size((strata_dtype)t->dtype);
-                total += (bytes + ST_HEAP_ALIGN - 1) / ST_HEAP_ALIGN * ST_HEAP_ALIGN;
-            }
-    if (total == 0)
-        return STRATA_OK;
-    void *base;
-    STRATA_TRY(take_heap(w, heap_ring_of(o), total, deadline, &base, &s->heap_ticket, what));
-    s->has_heap = 1;
+    for (int m = 0; m < n; m++)
+        for (uint32_t i = 0; i < args[m].ntensors; i++)
+            if (needs_memory(&args[m].tensors[i], args[m].tags[i]))
+                total += out_piece_bytes(&args[m].tensors[i]);
+    return total;
+}
+
+/* Point every memory-less OUT tensor of s into `base`, and write the new views
+ * back into the caller's args so later tasks can use them. */
+static void carve_out_memory(strata_worker *w, st_slot *s, strata_task_args *user_args,
+                             char *base) {
     uint64_t off = 0;
     for (int m = 0; m < s->nmembers; m++)
         for (uint32_t i = 0; i < s->args[m].ntensors; i++) {
             strata_tensor *t = &s->args[m].tensors[i];
             if (!needs_memory(t, s->args[m].tags[i]))
                 continue;
-            uint64_t elem = strata_dtype_size((strata_dtype)t->dtype);
-            uint64_t bytes = (uint64_t)strata_tensor_numel(t) * elem;
-            t->base = (char *)base + off;
-            t->buffer_bytes = bytes;
+            uint64_t piece = out_piece_bytes(t);
+            t->base = base + off;
+            t->buffer_bytes = (uint64_t)strata_tensor_numel(t) * strata_dtype_size(t->dtype);
             t->offset = 0;
             t->ident.id = atomic_fetch_add(&w->next_buffer_id, 1);
             t->ident.generation = 1;
@@ -350,9 +365,8 @@ static int provide_out_memory(strata_orch *o, st_slot *s, strata_task_args *user
             }
             t->holder_ = st_ref_of(s);
             user_args[m].tensors[i] = *t;
-            off += (bytes + ST_HEAP_ALIGN - 1) / ST_HEAP_ALIGN * ST_HEAP_ALIGN;
+            off += piece;
         }
-    return STRATA_OK;
 }
 
 /* ---- dependency inference (lock held) -------------------------------------- */
@@ -494,11 +508,19 @@ static int submit_common(strata_orch *o, st_slot_kind kind, strata_callable fn,
         return st_fail(STRATA_EINVAL, "%s: call config flags must be 0", what);
 
     uint64_t deadline = st_deadline_after(w->cfg.capacity_timeout_ns);
+    uint64_t heap_bytes = out_memory_bytes(args, n);
+    void *heap = NULL;
+    uint64_t ticket = 0;
     st_engine_lock(w);
     st_run *r = o->run;
+    /* Capacity first (memory, then a slot): failing here leaves the run untouched. */
     int rc = fail_fast(r, what);
+    if (rc == STRATA_OK && heap_bytes)
+        rc = take_heap(w, heap_ring_of(o), heap_bytes, deadline, &heap, &ticket, what);
     st_slot *s = rc ? NULL : take_slot(w, deadline, what);
     if (!s) {
+        if (heap)
+            st_heap_release(&w->heap, ticket);
         st_engine_unlock(w);
         return rc ? rc : STRATA_ECAPACITY;
     }
@@ -512,7 +534,14 @@ static int submit_common(strata_orch *o, st_slot_kind kind, strata_callable fn,
             s->targets[m] = targets ? targets[m] : -1;
             s->member_state[m] = ST_MEMBER_WAITING;
         }
-        rc = provide_out_memory(o, s, args, deadline, what);
+        if (heap) {
+            s->has_heap = 1;
+            s->heap_ticket = ticket;
+            carve_out_memory(w, s, args, heap);
+        }
+    } else if (heap) {
+        s->has_heap = 1; /* released when the failed slot is consumed */
+        s->heap_ticket = ticket;
     }
     /* Only tasks that own runtime memory need the scope's reference: it keeps
      * the memory alive for tasks submitted later in the scope. Others are

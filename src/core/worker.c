@@ -167,8 +167,10 @@ static int register_callable(strata_worker *w, const char *name, st_callable_kin
                      ST_MAX_CALLABLES);
     if (rc == STRATA_OK) {
         /* Pointers are stable: endpoints read entries without the lock. */
-        w->callables[w->ncallables] = ci;
-        *out = w->ncallables++;
+        int n = atomic_load(&w->ncallables);
+        w->callables[n] = ci;
+        atomic_store_explicit(&w->ncallables, n + 1, memory_order_release);
+        *out = n;
     }
     st_engine_unlock(w);
     if (rc != STRATA_OK)
