@@ -204,6 +204,16 @@ bench_value bench_measured(const bench_series *s) {
     return v;
 }
 
+bench_value bench_derived(double median, double min, int n) {
+    bench_value v;
+    memset(&v, 0, sizeof v);
+    v.kind = BENCH_MEASURED;
+    v.stats.n = n;
+    v.stats.median = median;
+    v.stats.min = v.stats.max = min;
+    return v;
+}
+
 bench_value bench_quoted(double figure) {
     bench_value v;
     memset(&v, 0, sizeof v);

@@ -129,6 +129,9 @@ bench_row *bench_table_row(bench_table *t, const char *metric, const char *unit,
 
 /* MEASURED from samples; UNAVAILABLE ("skipped (--only)") without any. */
 bench_value bench_measured(const bench_series *s);
+/* A figure computed from measurements (e.g. a fit): `median` is the figure,
+ * `min` the same computation on the least disturbed samples. */
+bench_value bench_derived(double median, double min, int n);
 bench_value bench_quoted(double figure);
 bench_value bench_unavailable(const char *why);
 void bench_row_compare(bench_row *row, const char *anchor, bench_value value, double target_ratio);

@@ -284,47 +284,70 @@ static int measure_fixed(sides *sd, const bench_options *opt, bench_report *repo
     return 0;
 }
 
-/* Fit one repetition's sweep and record its intercept and slope. */
-static void fit_rep(const bench_series *per_k, int rep, bench_series *intercept,
-                    bench_series *slope) {
-    double x[NSWEEP], y[NSWEEP], a, b, r2;
-    if (per_k[0].n <= rep)
-        return; /* this runtime was not measured */
+/* One runtime's line through its sweep. */
+typedef struct sweep_fit {
+    bench_value intercept, slope;
+    double r2; /* of the line through the medians */
+} sweep_fit;
+
+/* The line through the per-size medians is the figure; the line through the
+ * per-size minimums (the least disturbed samples) goes in brackets. Fitting
+ * each repetition on its own and taking the median was dropped: the noise of
+ * one 256-task point swings that repetition's intercept by tens of µs. */
+static sweep_fit fit_sweep(const bench_series *const per_k[NSWEEP]) {
+    double x[NSWEEP], med[NSWEEP], low[NSWEEP], a, b, r2, a_low, b_low, r2_low;
+    sweep_fit f;
     for (int k = 0; k < NSWEEP; k++) {
+        bench_stats st = bench_series_stats(per_k[k]);
         x[k] = sweep_tasks[k];
-        y[k] = per_k[k].v[rep];
+        med[k] = st.median;
+        low[k] = st.min;
     }
-    bench_linear_fit(x, y, NSWEEP, &a, &b, &r2);
-    bench_series_add(intercept, a);
-    bench_series_add(slope, b);
+    bench_linear_fit(x, med, NSWEEP, &a, &b, &r2);
+    bench_linear_fit(x, low, NSWEEP, &a_low, &b_low, &r2_low);
+    f.intercept = bench_derived(a, a_low, per_k[0]->n);
+    f.slope = bench_derived(b, b_low, per_k[0]->n);
+    f.r2 = r2;
+    return f;
 }
 
-static void fit_all(const triple *per_k, int reps, const sides *sd, triple *intercept,
-                    triple *slope) {
-    static bench_series s[NSWEEP];
-    for (int r = 0; r < reps; r++) {
-        for (int k = 0; k < NSWEEP; k++)
-            s[k] = per_k[k].strata;
-        fit_rep(s, r, &intercept->strata, &slope->strata);
-        if (sd->starpu_ok) {
-            for (int k = 0; k < NSWEEP; k++)
-                s[k] = per_k[k].starpu;
-            fit_rep(s, r, &intercept->starpu, &slope->starpu);
-        }
-#ifdef _OPENMP
-        for (int k = 0; k < NSWEEP; k++)
-            s[k] = per_k[k].gomp;
-        fit_rep(s, r, &intercept->gomp, &slope->gomp);
-#endif
+/* The fit of one runtime, or `unavailable` (with why) when it was not measured. */
+static sweep_fit fit_runtime(const triple per_k[NSWEEP], int which, bench_value unavailable) {
+    const bench_series *series[NSWEEP];
+    for (int k = 0; k < NSWEEP; k++)
+        series[k] = which == 0 ? &per_k[k].strata : which == 1 ? &per_k[k].starpu : &per_k[k].gomp;
+    if (series[0]->n == 0) {
+        sweep_fit none = {unavailable, unavailable, 0};
+        return none;
     }
+    return fit_sweep(series);
 }
 
-/* Runs of 1..256 tasks; each repetition sweeps every size on every runtime
- * and is fitted on its own, so the fit's figures get a median and a min too. */
+static void add_fit_rows(bench_table *t, const sides *sd, const triple per_k[NSWEEP]) {
+    sweep_fit strata = fit_runtime(per_k, 0, bench_unavailable("skipped (--only)"));
+    sweep_fit starpu = fit_runtime(per_k, 1, starpu_value(sd, &per_k[0].starpu));
+    sweep_fit gomp = fit_runtime(per_k, 2, gomp_value(&per_k[0].gomp));
+    bench_row *row = bench_table_row(t, "fixed cost per run (intercept)", "us/run",
+                                     &per_k[0].strata, TARGET_RUN_US);
+    row->strata = strata.intercept;
+    bench_row_compare(row, "upstream", bench_quoted(UPSTREAM_FIXED_US), 0);
+    bench_row_compare(row, "starpu", starpu.intercept, 0);
+    bench_row_compare(row, "libgomp", gomp.intercept, 0);
+    row = bench_table_row(t, "cost per task (slope)", "us/task", &per_k[0].strata, 0);
+    row->strata = strata.slope;
+    bench_row_compare(row, "upstream", bench_quoted(UPSTREAM_PER_TASK_US), 0);
+    bench_row_compare(row, "starpu", starpu.slope, 0);
+    bench_row_compare(row, "libgomp", gomp.slope, 0);
+    snprintf(t->title + strlen(t->title), sizeof t->title - strlen(t->title),
+             " (r2 strata %.3f, starpu %.3f, libgomp %.3f)", strata.r2, starpu.r2, gomp.r2);
+}
+
+/* Runs of 1..256 tasks; each repetition sweeps every size on every runtime,
+ * so slow phases of the shared machine spread over all sizes. */
 static int measure_sweep(sides *sd, const bench_options *opt, bench_report *report) {
     int budget = opt->quick ? 512 : 8192; /* tasks per sample */
     int min_runs = opt->quick ? 5 : 20;
-    static triple per_k[NSWEEP], intercept, slope;
+    static triple per_k[NSWEEP];
     for (int r = 0; r < opt->reps; r++)
         for (int k = 0; k < NSWEEP; k++) {
             int runs = budget / sweep_tasks[k] > min_runs ? budget / sweep_tasks[k] : min_runs;
@@ -343,11 +366,9 @@ static int measure_sweep(sides *sd, const bench_options *opt, bench_report *repo
         bench_row_compare(row, "libgomp", gomp_value(&per_k[k].gomp), 0);
     }
     bench_table_print(t);
-    fit_all(per_k, opt->reps, sd, &intercept, &slope);
-    t = bench_report_table(report, "linear fit of run time over 1..256 tasks per run");
-    add_triple_row(t, sd, "fixed cost per run (intercept)", "us/run", &intercept, TARGET_RUN_US,
-                   UPSTREAM_FIXED_US);
-    add_triple_row(t, sd, "cost per task (slope)", "us/task", &slope, 0, UPSTREAM_PER_TASK_US);
+    t = bench_report_table(report, "least-squares line through the sweep's medians "
+                                   "(min: through its minimums)");
+    add_fit_rows(t, sd, per_k);
     bench_table_print(t);
     return 0;
 }
