@@ -21,11 +21,7 @@ const char *st_state_name(st_task_state s) {
 
 /* Legal source states (bit mask) and the target of every named transition. */
 #define BIT(s) (1u << (s))
-static const struct {
-    uint32_t from_mask;
-    st_task_state to;
-    const char *name;
-} transitions[ST_TRANSITION_COUNT] = {
+const st_transition_rule st_transitions[ST_TRANSITION_COUNT] = {
     [ST_T_CLAIM] = {BIT(ST_FREE), ST_BUILDING, "claim"},
     [ST_T_PUBLISH_WAIT] = {BIT(ST_BUILDING), ST_PENDING, "publish-wait"},
     [ST_T_PUBLISH_READY] = {BIT(ST_BUILDING), ST_READY, "publish-ready"},
@@ -40,17 +36,16 @@ static const struct {
     [ST_T_RECYCLE] = {BIT(ST_CONSUMED), ST_FREE, "recycle"},
 };
 
-void st_slot_transition(st_slot *s, st_transition t) {
+void st_slot_transition_illegal(const st_slot *s, st_transition t) {
     st_task_state from = st_slot_state(s);
-    ST_ASSERT(transitions[t].from_mask & BIT(from), "transition %s from %s (slot %u)",
-              transitions[t].name, st_state_name(from), s->index);
+    ST_ASSERT(0, "transition %s from %s (slot %u)", st_transitions[t].name, st_state_name(from),
+              s->index);
     (void)from;
-    atomic_store_explicit(&s->state, transitions[t].to, memory_order_release);
 }
 
 st_task_state st_slot_fail_claim(st_slot *s) {
     st_task_state from = st_slot_state(s);
-    if (!(transitions[ST_T_FAIL_CLAIM].from_mask & BIT(from)))
+    if (!(st_transitions[ST_T_FAIL_CLAIM].from_mask & BIT(from)))
         return ST_STATE_COUNT;
     atomic_store_explicit(&s->state, ST_FAILED, memory_order_release);
     return from;

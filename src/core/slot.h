@@ -131,9 +131,6 @@ static inline st_slot *st_slots_get(st_slot_store *st, uint64_t ref) {
     return s->gen == (uint32_t)(ref >> 32) ? s : NULL;
 }
 
-/* Apply a named transition; asserts (debug builds) that `from` is legal. */
-void st_slot_transition(st_slot *s, st_transition t);
-
 /* Failure claim: BUILDING|PENDING|READY -> FAILED. Returns the prior state if
  * claimed, or ST_STATE_COUNT if the slot was not claimable. */
 st_task_state st_slot_fail_claim(st_slot *s);
@@ -143,6 +140,26 @@ int st_slot_dispatch_claim(st_slot *s);
 
 static inline st_task_state st_slot_state(const st_slot *s) {
     return (st_task_state)atomic_load_explicit(&s->state, memory_order_relaxed);
+}
+
+typedef struct st_transition_rule {
+    uint32_t from_mask; /* legal source states, one bit per st_task_state */
+    st_task_state to;
+    const char *name;
+} st_transition_rule;
+
+extern const st_transition_rule st_transitions[ST_TRANSITION_COUNT];
+
+/* Reports an illegal transition (aborts in debug builds). */
+void st_slot_transition_illegal(const st_slot *s, st_transition t);
+
+/* Apply a named transition; checks (debug builds) that the source state is legal. */
+static inline void st_slot_transition(st_slot *s, st_transition t) {
+#ifdef STRATA_DEBUG_ASSERT
+    if (!(st_transitions[t].from_mask & (1u << st_slot_state(s))))
+        st_slot_transition_illegal(s, t);
+#endif
+    atomic_store_explicit(&s->state, st_transitions[t].to, memory_order_release);
 }
 
 static inline int st_state_terminal(st_task_state s) {
