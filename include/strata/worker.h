@@ -78,7 +78,10 @@ void strata_task_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)
 
 /* Builds one run's graph. Runs on the thread that called strata_submit().
  * Returning non-zero fails the run: unstarted tasks are cancelled, started
- * ones drained, and this function's error is the run's error. */
+ * ones drained, and this function's error is the run's error (unless a task
+ * failed first). Return a strata_status; any other value counts as
+ * STRATA_ETASK. The message is strata_last_error() as left by the function
+ * (a strata call that failed inside it), if any. */
 typedef int (*strata_orch_fn)(strata_orch *o, void *arg);
 
 /* Admit a run (waits while pipeline_depth runs are live), call fn to build its
@@ -137,9 +140,13 @@ int strata_submit_next_level_group(strata_orch *o, strata_callable fn, strata_ta
 int strata_orch_alloc(strata_orch *o, int rank, const int64_t *shape, strata_dtype dtype,
                       strata_tensor *out);
 
-/* Scopes: tasks submitted inside hold one reference until scope_end (which
- * never blocks). At most STRATA_MAX_SCOPE_DEPTH open, the run's outer scope
- * included. */
+/* Scopes bound the lifetime of runtime memory: a task that owns runtime
+ * memory (strata_orch_alloc, or an OUT tensor given without memory) keeps it
+ * until the scope that submitted it ends and every task using it finished.
+ * Other tasks are released as soon as they finish. scope_end never blocks.
+ * At most STRATA_MAX_SCOPE_DEPTH scopes are open, the run's outer scope
+ * included; scopes still open when the orchestration function returns are
+ * closed then. */
 int strata_scope_begin(strata_orch *o);
 int strata_scope_end(strata_orch *o);
 

@@ -190,6 +190,7 @@ int st_run_begin(strata_worker *w, st_run **out) {
     }
     r->id = ++w->next_run_id;
     r->w = w;
+    r->spin_ns = w->cfg.spin_ns;
     r->directed_q = dq;
     r->ndirected = w->nnext;
     atomic_store(&r->refs, 2); /* caller + engine */

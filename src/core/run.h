@@ -44,6 +44,7 @@ typedef struct strata_run_handle {
     st_event phase;   /* st_run_phase; waiters park on it */
     _Atomic int refs; /* the caller's handle + the engine's until retirement */
     struct strata_worker *w;
+    uint32_t spin_ns; /* waiters spin this long before parking (the worker's setting) */
     st_lease lease;
     int64_t active_tasks; /* slots of this run not yet consumed: the fence */
     uint64_t next_seq;    /* task numbers within the run */

@@ -305,8 +305,11 @@ int strata_submit(strata_worker *w, strata_orch_fn fn, void *arg, strata_run_han
     st_engine_unlock(w);
 
     tls_orchestrating = w;
+    st_clear_error(); /* a failure message must come from this function's own calls */
     int rc = fn(o, arg);
     tls_orchestrating = NULL;
+    if (rc != STRATA_OK && (rc > 0 || rc < STRATA_ECANCELED))
+        rc = STRATA_ETASK; /* not a strata_status */
 
     st_engine_lock(w);
     st_orch_close_scopes_to(o, 0); /* the outer scope, and any left open */
@@ -339,7 +342,8 @@ int strata_run_wait(strata_run_handle *h, uint64_t timeout_ns) {
         uint32_t p = phase_of(h);
         if (st_run_terminal_phase(p))
             return run_result(h);
-        if (st_event_wait(&h->phase, p, 20000, deadline) < 0 && !st_run_terminal_phase(phase_of(h)))
+        if (st_event_wait(&h->phase, p, h->spin_ns, deadline) < 0 &&
+            !st_run_terminal_phase(phase_of(h)))
             return st_fail(STRATA_ETIMEDOUT, "strata_run_wait: run %llu still %s after %.3f s",
                            (unsigned long long)h->id, st_run_phase_name(phase_of(h)),
                            (double)timeout_ns / 1e9);
