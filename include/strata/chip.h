@@ -75,6 +75,7 @@ typedef struct strata_chip_config {
     const char *kernel_module; /* kernel module shared object (sim), or NULL for none */
     uint32_t sim_cores;        /* simulated core threads (default 2) */
     uint32_t pipeline_depth;   /* 0: the backend's; 1: never overlap runs; 2 */
+    strata_host_mode host;     /* in an L3 worker: STRATA_HOST_THREAD (the only mode yet) */
     strata_sim_injection sim;  /* sim only; all zero = no injection */
 } strata_chip_config;
 
@@ -190,6 +191,41 @@ int strata_chip_run_sync(strata_chip *chip, strata_chip_program prog, const stra
 int strata_chip_poisoned(const strata_chip *chip);
 /* Finish every submitted run; returns the poison if any. The chip stays open. */
 int strata_chip_drain(strata_chip *chip);
+
+/* ---- Chips in an L3 worker (thread-hosted) --------------------------------------------
+ * A chip added to a worker is a next-level child: tasks reach it through
+ * strata_submit_next_level(o, program, &args, &cfg, worker_id) (or a group),
+ * run on it through its lane, and complete like any other task. Its device
+ * memory is allocated from the worker and persists across runs until freed. */
+
+/* Open a chip from cfg and add it to w (before strata_worker_init); *worker_id
+ * is its next-level worker id. Errors of the config surface here. */
+int strata_worker_add_chip(strata_worker *w, const strata_chip_config *cfg, int *worker_id);
+
+/* Register a chip program on w (before or after init); every chip it is
+ * dispatched to registers it on first use. */
+int strata_register_chip_program(strata_worker *w, const strata_chip_program_desc *desc,
+                                 strata_callable *out);
+
+/* nbytes of device memory on chip `worker_id`, as a buffer with its own
+ * identity. Make its tensors with strata_worker_chip_tensor() (they carry
+ * mem = STRATA_MEM_DEVICE and ident.owner = worker_id, so the engine refuses
+ * them on any other worker). Freed by strata_worker_chip_free(), or when the
+ * worker is destroyed. */
+int strata_worker_chip_malloc(strata_worker *w, int worker_id, size_t nbytes, strata_buffer **out);
+/* A view of a chip buffer, as strata_tensor_view() describes it. */
+int strata_worker_chip_tensor(strata_worker *w, const strata_buffer *b, uint64_t offset,
+                              strata_dtype dtype, int rank, const int64_t *shape,
+                              const int64_t *strides, strata_tensor *out);
+/* Synchronous copies into / out of a chip buffer at a byte offset. Not
+ * ordered against tasks: use them while no task of a live run uses the
+ * buffer (e.g. between runs: "load the weights once"). */
+int strata_worker_chip_copy_to(strata_worker *w, strata_buffer *b, uint64_t offset, const void *src,
+                               size_t n);
+int strata_worker_chip_copy_from(strata_worker *w, const strata_buffer *b, uint64_t offset,
+                                 void *dst, size_t n);
+/* Free the device memory and the buffer handle. */
+int strata_worker_chip_free(strata_worker *w, strata_buffer *b);
 
 #ifdef __cplusplus
 }

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "chip/chip_internal.h"
 #include "chip/chip_worker.h"
 #include "chip/run_lane.h"
 #include "util/clock.h"
@@ -129,6 +130,8 @@ static int validate_config(const strata_chip_config *cfg) {
     if (cfg->pipeline_depth > STRATA_BACKEND_MAX_DEPTH)
         return st_fail(STRATA_EINVAL, "strata_chip_open: pipeline_depth %u (use 0, 1 or 2)",
                        cfg->pipeline_depth);
+    if ((unsigned)cfg->host > STRATA_HOST_PROCESS)
+        return st_fail(STRATA_EINVAL, "strata_chip_open: host mode %d is unknown", (int)cfg->host);
     if (cfg->sim_cores > ST_CHIP_MAX_CORES)
         return st_fail(STRATA_EINVAL, "strata_chip_open: sim_cores %u (at most %d)", cfg->sim_cores,
                        ST_CHIP_MAX_CORES);
@@ -484,4 +487,23 @@ int strata_chip_drain(strata_chip *chip) {
     if (!chip)
         return st_fail(STRATA_EINVAL, "strata_chip_drain: NULL chip");
     return st_lane_drain(chip->lane);
+}
+
+/* ---- For the L3 chip endpoint (chip/chip_internal.h) -------------------------------------- */
+
+st_run_lane *st_chip_lane(strata_chip *chip) {
+    return chip->lane;
+}
+
+st_chip_worker *st_chip_worker_of(strata_chip *chip) {
+    return chip->cw;
+}
+
+int st_chip_program_info(strata_chip *chip, strata_chip_program prog, uint32_t *backend_id,
+                         char *name, size_t cap) {
+    st_chip_program p;
+    STRATA_TRY(find_program(chip, prog, &p));
+    *backend_id = p.backend_id;
+    snprintf(name, cap, "%s", p.name);
+    return STRATA_OK;
 }
