@@ -212,11 +212,19 @@ static int check_targets(strata_worker *w, const int *ids, int n, const char *wh
 
 /* ---- capacity waits (lock held) ----------------------------------------- */
 
-static st_slot *take_slot(strata_worker *w, uint64_t deadline, const char *what) {
+/* The capacity deadline of one submit, started by its first wait. */
+static uint64_t capacity_deadline(strata_worker *w, uint64_t *deadline) {
+    if (*deadline == 0)
+        *deadline = st_deadline_after(w->cfg.capacity_timeout_ns);
+    return *deadline;
+}
+
+static st_slot *take_slot(strata_worker *w, uint64_t *deadline_io, const char *what) {
     for (;;) {
         st_slot *s = st_slots_take(&w->slots);
         if (s)
             return s;
+        uint64_t deadline = capacity_deadline(w, deadline_io);
         /* Woken in batches (see consume()); re-check every millisecond anyway. */
         uint32_t seen = atomic_load(&w->space_ev.value);
         w->slot_waiters++;
@@ -238,7 +246,7 @@ static int heap_ring_of(const strata_orch *o) {
     return o->depth - 1 < ST_HEAP_RINGS - 1 ? o->depth - 1 : ST_HEAP_RINGS - 1;
 }
 
-static int take_heap(strata_worker *w, int ring, uint64_t bytes, uint64_t deadline, void **addr,
+static int take_heap(strata_worker *w, int ring, uint64_t bytes, uint64_t *deadline_io, void **addr,
                      uint64_t *ticket, const char *what) {
     if (st_heap_ring_bytes(&w->heap) == 0)
         return st_fail(STRATA_ECAPACITY,
@@ -249,6 +257,7 @@ static int take_heap(strata_worker *w, int ring, uint64_t bytes, uint64_t deadli
         int rc = st_heap_try_alloc(&w->heap, ring, bytes, addr, ticket);
         if (rc != STRATA_ECAPACITY)
             return rc;
+        uint64_t deadline = capacity_deadline(w, deadline_io);
         uint32_t seen = atomic_load(&w->space_ev.value);
         w->heap_waiters++;
         int wrc = st_engine_wait(w, &w->space_ev, seen, deadline);
@@ -507,7 +516,7 @@ static int submit_common(strata_orch *o, st_slot_kind kind, strata_callable fn,
     if (cfg && cfg->flags != 0)
         return st_fail(STRATA_EINVAL, "%s: call config flags must be 0", what);
 
-    uint64_t deadline = st_deadline_after(w->cfg.capacity_timeout_ns);
+    uint64_t deadline = 0; /* computed by the first capacity wait, if any */
     uint64_t heap_bytes = out_memory_bytes(args, n);
     void *heap = NULL;
     uint64_t ticket = 0;
@@ -516,8 +525,8 @@ static int submit_common(strata_orch *o, st_slot_kind kind, strata_callable fn,
     /* Capacity first (memory, then a slot): failing here leaves the run untouched. */
     int rc = fail_fast(r, what);
     if (rc == STRATA_OK && heap_bytes)
-        rc = take_heap(w, heap_ring_of(o), heap_bytes, deadline, &heap, &ticket, what);
-    st_slot *s = rc ? NULL : take_slot(w, deadline, what);
+        rc = take_heap(w, heap_ring_of(o), heap_bytes, &deadline, &heap, &ticket, what);
+    st_slot *s = rc ? NULL : take_slot(w, &deadline, what);
     if (!s) {
         if (heap)
             st_heap_release(&w->heap, ticket);
@@ -549,7 +558,12 @@ static int submit_common(strata_orch *o, st_slot_kind kind, strata_callable fn,
      * tasks, not the size of a run. */
     if (rc == STRATA_OK && s->has_heap)
         rc = hold_in_scope(o, s);
-    dep_ctx d = {.w = w, .self = s, .stamp = ++w->visit_stamp, .n = 0, .cap = 64};
+    dep_ctx d; /* fields set one by one: zeroing the inline buffer costs more than a submit */
+    d.w = w;
+    d.self = s;
+    d.stamp = ++w->visit_stamp;
+    d.n = 0;
+    d.cap = 64;
     d.refs = d.inline_buf;
     if (rc == STRATA_OK)
         rc = infer_dependencies(w, s, &d);
@@ -628,16 +642,16 @@ int strata_orch_alloc(strata_orch *o, int rank, const int64_t *shape, strata_dty
     uint64_t bytes = numel * strata_dtype_size(dtype);
 
     strata_worker *w = o->w;
-    uint64_t deadline = st_deadline_after(w->cfg.capacity_timeout_ns);
+    uint64_t deadline = 0; /* computed by the first capacity wait, if any */
     st_engine_lock(w);
     int rc = fail_fast(o->run, what);
     void *base = NULL;
     uint64_t ticket = 0;
     if (rc == STRATA_OK)
-        rc = take_heap(w, heap_ring_of(o), bytes, deadline, &base, &ticket, what);
+        rc = take_heap(w, heap_ring_of(o), bytes, &deadline, &base, &ticket, what);
     st_slot *s = NULL;
     if (rc == STRATA_OK) {
-        s = take_slot(w, deadline, what);
+        s = take_slot(w, &deadline, what);
         if (!s) {
             st_heap_release(&w->heap, ticket);
             rc = STRATA_ECAPACITY;
