@@ -1,3 +1,4 @@
+// label: concurrency
 /* tests/system/test_chip_kernels.c - real kernels on a sim chip through the
  * public L2 API, and faults injected at every phase.
  *
