@@ -283,17 +283,32 @@ static void copy_args(strata_task_args *dst, const strata_task_args *src) {
     memcpy(dst->tensors, src->tensors, sizeof dst->tensors[0] * src->ntensors);
 }
 
-static int alloc_member_arrays(st_slot *s, int n) {
-    s->args = &s->inline_args;
+/* Storage for n members' args (ntensors0: tensors of member 0). On failure the
+ * slot is left as a one-member task on inline storage, so it can be settled. */
+static int alloc_member_arrays(st_slot *s, int n, uint32_t ntensors0) {
+    s->args = st_slot_inline_args(s);
     s->targets = &s->inline_target;
     s->member_state = &s->inline_member;
-    if (n == 1)
+    s->inline_member = ST_MEMBER_WAITING;
+    if (n == 1 && ntensors0 <= ST_INLINE_TENSORS)
         return STRATA_OK;
-    s->args = malloc(sizeof *s->args * (size_t)n);
-    s->targets = malloc(sizeof *s->targets * (size_t)n);
-    s->member_state = malloc((size_t)n);
-    if (!s->args || !s->targets || !s->member_state)
+    strata_task_args *args = malloc(sizeof *args * (size_t)n);
+    int32_t *targets = n > 1 ? malloc(sizeof *targets * (size_t)n) : &s->inline_target;
+    uint8_t *states = n > 1 ? malloc((size_t)n) : &s->inline_member;
+    if (!args || !targets || !states) {
+        free(args);
+        if (targets != &s->inline_target)
+            free(targets);
+        if (states != &s->inline_member)
+            free(states);
+        s->nmembers = 1;
+        s->args->ntensors = 0;
+        s->args->nscalars = 0;
         return STRATA_ENOMEM;
+    }
+    s->args = args;
+    s->targets = targets;
+    s->member_state = states;
     return STRATA_OK;
 }
 
@@ -536,7 +551,7 @@ static int submit_common(strata_orch *o, st_slot_kind kind, strata_callable fn,
     init_slot(o, s, kind, fn, n);
     if (cfg)
         s->cfg = *cfg;
-    rc = alloc_member_arrays(s, n);
+    rc = alloc_member_arrays(s, n, args[0].ntensors);
     if (rc == STRATA_OK) {
         for (int m = 0; m < n; m++) {
             copy_args(&s->args[m], &args[m]);
@@ -662,9 +677,9 @@ int strata_orch_alloc(strata_orch *o, int rank, const int64_t *shape, strata_dty
         return rc;
     }
     init_slot(o, s, ST_SLOT_ALLOC, -1, 1);
-    alloc_member_arrays(s, 1);
-    s->inline_args.ntensors = 0;
-    s->inline_args.nscalars = 0;
+    alloc_member_arrays(s, 1, 0); /* inline storage: cannot fail */
+    s->args->ntensors = 0;
+    s->args->nscalars = 0;
     s->has_heap = 1;
     s->heap_ticket = ticket;
     t.base = base;

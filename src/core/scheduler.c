@@ -87,13 +87,13 @@ void st_task_label(strata_worker *w, st_slot *s, char *buf, size_t n) {
 /* ---- consumption and references ------------------------------------------ */
 
 static void free_member_arrays(st_slot *s) {
-    if (s->args != &s->inline_args)
+    if (s->args != st_slot_inline_args(s))
         free(s->args);
     if (s->targets != &s->inline_target)
         free(s->targets);
     if (s->member_state != &s->inline_member)
         free(s->member_state);
-    s->args = &s->inline_args;
+    s->args = st_slot_inline_args(s);
     s->targets = &s->inline_target;
     s->member_state = &s->inline_member;
 }

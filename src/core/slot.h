@@ -11,6 +11,7 @@
 #define STRATA_CORE_SLOT_H
 
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "strata/worker.h"
@@ -69,6 +70,11 @@ enum {
 
 struct strata_run_handle;
 
+/* Tensors of a single task's args stored inside the slot; more go to the heap. */
+#define ST_INLINE_TENSORS 4
+#define ST_INLINE_ARGS_BYTES                                                                       \
+    (offsetof(strata_task_args, tensors) + ST_INLINE_TENSORS * sizeof(strata_tensor))
+
 typedef struct st_slot {
     _Atomic uint32_t state; /* st_task_state */
     uint32_t gen;           /* generation; a reference is valid while it matches */
@@ -93,14 +99,21 @@ typedef struct st_slot {
     uint64_t heap_ticket;
     uint64_t visit_stamp; /* dependency collection of the submit in progress */
     strata_call_config cfg;
-    strata_task_args *args; /* nmembers entries: &inline_args or a heap array */
+    strata_task_args *args; /* nmembers entries: the inline area or a heap array */
     int32_t *targets;       /* next-level worker per member: &inline_target or heap */
     uint8_t *member_state;  /* per member: &inline_member or heap */
     int32_t inline_target;
     uint8_t inline_member;
     int fail_status; /* status of the failure (ETASK, EENDPOINT, ECANCELED) */
-    strata_task_args inline_args;
+    /* A single task's args with up to ST_INLINE_TENSORS tensors live here: only
+     * the used prefix of a strata_task_args is ever read or written, so the
+     * slot stays small (a full strata_task_args is 2.3 KiB). */
+    _Alignas(strata_task_args) unsigned char inline_args[ST_INLINE_ARGS_BYTES];
 } st_slot;
+
+static inline strata_task_args *st_slot_inline_args(st_slot *s) {
+    return (strata_task_args *)(void *)s->inline_args;
+}
 
 typedef struct st_slot_store {
     st_slot *slots;
