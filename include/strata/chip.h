@@ -34,9 +34,7 @@ typedef struct strata_chip strata_chip;         /* one open device */
 typedef struct strata_chip_run strata_chip_run; /* one submitted run, owned by the caller */
 typedef int32_t strata_chip_program;            /* a program registered on one chip (>= 0) */
 
-/* strata_call_config.flags bit: the run collects device-wide diagnostics.
- * Such a run never overlaps another run's preparation (depth one around it). */
-#define STRATA_CALL_DIAGNOSTICS 0x1u
+/* STRATA_CALL_DIAGNOSTICS (a strata_call_config flag) is defined in worker.h. */
 
 /* ---- The sim backend's injection knobs (tests and benchmarks) ------------------- */
 

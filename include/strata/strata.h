@@ -9,6 +9,8 @@
 #include "status.h"
 #include "tensor.h"
 #include "worker.h"
+#include "backend.h"
+#include "chip.h"
 
 #define STRATA_VERSION_MAJOR 0
 #define STRATA_VERSION_MINOR 1

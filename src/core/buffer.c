@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "core/buffer.h"
 #include "core/engine.h"
 #include "util/error.h"
 
@@ -17,7 +18,13 @@ struct strata_buffer {
     size_t nbytes;
     size_t mapped; /* bytes mapped by strata (0 for wrapped memory) */
     strata_buffer_id ident;
+    uint8_t mem; /* strata_mem_kind */
 };
+
+void st_buffer_mark_device(strata_buffer *b, int owner) {
+    b->mem = STRATA_MEM_DEVICE;
+    b->ident.owner = owner;
+}
 
 static const size_t dtype_sizes[STRATA_DTYPE_COUNT] = {
     [STRATA_U8] = 1,  [STRATA_I8] = 1,   [STRATA_I16] = 2, [STRATA_I32] = 4, [STRATA_I64] = 8,
@@ -49,6 +56,7 @@ static int new_buffer(strata_worker *w, void *data, size_t nbytes, size_t mapped
     b->ident.id = atomic_fetch_add(&w->next_buffer_id, 1);
     b->ident.generation = 1;
     b->ident.owner = -1;
+    b->mem = STRATA_MEM_HOST;
     *out = b;
     return STRATA_OK;
 }
@@ -136,7 +144,7 @@ int strata_tensor_view(const strata_buffer *b, uint64_t offset, strata_dtype dty
     t.buffer_bytes = b->nbytes;
     t.offset = offset;
     t.ident = b->ident;
-    t.mem = STRATA_MEM_HOST;
+    t.mem = b->mem;
     *out = t;
     return STRATA_OK;
 }

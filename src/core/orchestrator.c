@@ -528,8 +528,11 @@ static int submit_common(strata_orch *o, st_slot_kind kind, strata_callable fn,
     if (targets)
         STRATA_TRY(check_targets(w, targets, n, what));
     STRATA_TRY(check_args(args, n, targets, what));
-    if (cfg && cfg->flags != 0)
-        return st_fail(STRATA_EINVAL, "%s: call config flags must be 0", what);
+    if (cfg && (cfg->flags & ~STRATA_CALL_DIAGNOSTICS))
+        return st_fail(STRATA_EINVAL,
+                       "%s: unknown call config flags 0x%x (only STRATA_CALL_DIAGNOSTICS is "
+                       "defined)",
+                       what, cfg->flags & ~STRATA_CALL_DIAGNOSTICS);
 
     uint64_t deadline = 0; /* computed by the first capacity wait, if any */
     uint64_t heap_bytes = out_memory_bytes(args, n);

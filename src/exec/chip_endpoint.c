@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "chip/chip_internal.h"
+#include "core/buffer.h"
 #include "core/engine.h"
 #include "exec/endpoint.h"
 #include "strata/chip.h"
@@ -437,6 +438,8 @@ int strata_worker_chip_malloc(strata_worker *w, int worker_id, size_t nbytes, st
     STRATA_TRY(strata_chip_malloc(ep->chip, nbytes, &dev));
     strata_buffer *b = NULL;
     int rc = strata_buffer_wrap(w, dev, nbytes, &b); /* gives it a worker-wide identity */
+    if (rc == STRATA_OK)
+        st_buffer_mark_device(b, worker_id); /* its views are this chip's device memory */
     pthread_mutex_lock(&ep->mu);
     if (rc == STRATA_OK && ep->nbuffers == ep->cap_buffers) {
         size_t cap = ep->cap_buffers ? ep->cap_buffers * 2 : 16;

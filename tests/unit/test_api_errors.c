@@ -769,18 +769,21 @@ static void group_size_out_of_range_is_einval(void **state) {
 static void body_call_config_flags(strata_orch *o, fixture *f) {
     strata_task_args a;
     strata_args_init(&a);
-    strata_call_config cc = {.block_dim = 0, .flags = 1};
+    strata_call_config cc = {.block_dim = 0, .flags = 0x2};
     PROBE(f, strata_submit_next_level(o, f->nl, &a, &cc, f->ep_id[0]));
     cc.flags = 0;
     PROBE(f, strata_submit_next_level(o, f->nl, &a, &cc, f->ep_id[0]));
+    cc.flags = STRATA_CALL_DIAGNOSTICS;
+    PROBE(f, strata_submit_next_level(o, f->nl, &a, &cc, f->ep_id[0]));
 }
 
-static void nonzero_call_config_flags_are_einval(void **state) {
+static void unknown_call_config_flags_are_einval(void **state) {
     (void)state;
     fixture *f = make();
     run_body(f, body_call_config_flags);
     assert_probe(f, 0, STRATA_EINVAL, "flags");
     assert_probe(f, 1, STRATA_OK, "");
+    assert_probe(f, 2, STRATA_OK, "");
     destroy(f);
 }
 
@@ -1393,7 +1396,7 @@ int main(void) {
         cmocka_unit_test(sub_task_on_worker_without_sub_workers_is_einval),
         cmocka_unit_test(duplicate_group_target_is_einval),
         cmocka_unit_test(group_size_out_of_range_is_einval),
-        cmocka_unit_test(nonzero_call_config_flags_are_einval),
+        cmocka_unit_test(unknown_call_config_flags_are_einval),
         cmocka_unit_test(view_rank_outside_1_to_5_is_einval),
         cmocka_unit_test(view_with_unknown_dtype_is_einval),
         cmocka_unit_test(view_with_non_positive_dimension_is_einval),
