@@ -10,8 +10,11 @@
 # Environment: STRATA_BUILD_PREFIX (default <repo>/build), STRATA_JOBS (default 2).
 set -euo pipefail
 
-# The demo program: examples/<DEMO>.c, built as <build>/examples/<DEMO>.
-DEMO=demo
+# The demo programs: examples/<name>.c, built as <build>/examples/<name>. The
+# first gets the script's arguments: the engine demo (tiled GEMM + reduction on
+# sub workers, pipelined runs); then the L3 demo with two sim chips and sub
+# workers (device buffers loaded once, chip programs, host reduction).
+DEMOS=(demo l3_two_chips)
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD="${STRATA_BUILD_PREFIX:-$ROOT/build}"
@@ -22,16 +25,27 @@ BUILD_TYPE=RelWithDebInfo
 
 "$ROOT/scripts/deps.sh"
 
-if [ ! -f "$ROOT/examples/$DEMO.c" ]; then
-    echo "demo.sh: examples/$DEMO.c does not exist; set DEMO at the top of $0" >&2
-    exit 1
-fi
+for d in "${DEMOS[@]}"; do
+    if [ ! -f "$ROOT/examples/$d.c" ]; then
+        echo "demo.sh: examples/$d.c does not exist; fix DEMOS at the top of $0" >&2
+        exit 1
+    fi
+done
 
 echo "==> configure ($BUILD_TYPE) in $BUILD"
 cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE="$BUILD_TYPE" -DSTRATA_SANITIZE= >/dev/null
 echo "==> build (-j$JOBS)"
 cmake --build "$BUILD" -j"$JOBS"
 
-echo "==> run examples/$DEMO"
-echo
-exec "$BUILD/examples/$DEMO" "$@"
+first=1
+for d in "${DEMOS[@]}"; do
+    echo "==> run examples/$d"
+    echo
+    if [ $first = 1 ]; then
+        "$BUILD/examples/$d" "$@"
+        first=0
+    else
+        "$BUILD/examples/$d"
+    fi
+    echo
+done
