@@ -62,9 +62,14 @@ struct strata_orch {
 
 typedef struct st_next_state {
     st_endpoint *ep;
-    int busy; /* a task is in flight on it */
+    int inflight; /* tasks dispatched and not yet completed */
+    int capacity; /* the endpoint's capacity (>= 1), fixed when added */
     uint32_t dispatched;
 } st_next_state;
+
+static inline int st_next_has_room(const st_next_state *ns) {
+    return ns->inflight < ns->capacity;
+}
 
 typedef struct st_sub_state {
     st_endpoint *ep;

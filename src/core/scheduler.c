@@ -223,7 +223,9 @@ static void mark_endpoint_idle(strata_worker *w, st_endpoint *ep) {
             w->idle_subs[w->nidle_subs++] = ep->worker_id;
         }
     } else {
-        w->next[ep->worker_id].busy = 0;
+        st_next_state *ns = &w->next[ep->worker_id];
+        if (ns->inflight > 0)
+            ns->inflight--;
     }
 }
 
@@ -263,12 +265,12 @@ static void record_member_failure(strata_worker *w, st_slot *s, const st_complet
 }
 
 static void handle_completion(strata_worker *w, st_completion *c) {
-    mark_endpoint_idle(w, c->ep);
     st_slot *s = st_slots_get(&w->slots, c->ref);
     if (!s || st_slot_state(s) != ST_RUNNING)
-        return; /* stale or duplicate: ignored */
+        return; /* stale: ignored, and the endpoint stays as busy as it was */
     if (c->member >= s->nmembers || s->member_state[c->member] != ST_MEMBER_RUNNING)
-        return; /* a member that is not running cannot complete */
+        return;                   /* a duplicate, or a member that is not running: ignored */
+    mark_endpoint_idle(w, c->ep); /* one valid completion frees one dispatch */
     if (c->status == STRATA_OK) {
         s->member_state[c->member] = ST_MEMBER_DONE;
     } else {
@@ -340,7 +342,7 @@ static void dispatch_next_groups(strata_worker *w, st_run *r) {
     while ((s = front_ready(w, &r->group_q)) != NULL) {
         int blocked = 0;
         for (uint16_t m = 0; m < s->nmembers; m++)
-            blocked |= w->next[s->targets[m]].busy;
+            blocked |= !st_next_has_room(&w->next[s->targets[m]]);
         if (blocked) {
             /* All-or-nothing: hold every target of the blocked head against singles. */
             for (uint16_t m = 0; m < s->nmembers; m++)
@@ -351,7 +353,7 @@ static void dispatch_next_groups(strata_worker *w, st_run *r) {
             continue;
         for (uint16_t m = 0; m < s->nmembers; m++) {
             st_next_state *ns = &w->next[s->targets[m]];
-            ns->busy = 1;
+            ns->inflight++;
             dispatch_member(w, s, m, ns->ep, ++ns->dispatched);
         }
     }
@@ -360,15 +362,16 @@ static void dispatch_next_groups(strata_worker *w, st_run *r) {
 static void dispatch_next_singles(strata_worker *w, st_run *r) {
     for (int i = 0; i < w->nnext; i++) {
         st_next_state *ns = &w->next[i];
-        if (ns->busy || w->reserved[i])
+        if (w->reserved[i])
             continue;
+        /* Up to the endpoint's capacity: a chip takes a second task of the head
+         * run so its lane prepares it while the first executes. */
         st_slot *s;
-        while ((s = front_ready(w, &r->directed_q[i])) != NULL) {
+        while (st_next_has_room(ns) && (s = front_ready(w, &r->directed_q[i])) != NULL) {
             if (!take_for_dispatch(w, &r->directed_q[i], s))
                 continue;
-            ns->busy = 1;
+            ns->inflight++;
             dispatch_member(w, s, 0, ns->ep, ++ns->dispatched);
-            break; /* one task per idle worker per pass */
         }
     }
 }

@@ -117,7 +117,7 @@ int st_worker_add_endpoint(strata_worker *w, st_endpoint *ep, int *worker_id_out
     ep->engine = w;
     ep->is_sub = 0;
     ep->worker_id = w->nnext;
-    w->next[w->nnext] = (st_next_state){.ep = ep};
+    w->next[w->nnext] = (st_next_state){.ep = ep, .capacity = ep->capacity > 1 ? ep->capacity : 1};
     *worker_id_out = w->nnext++;
     return STRATA_OK;
 }

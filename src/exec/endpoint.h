@@ -76,6 +76,7 @@ struct st_endpoint {
     st_engine *engine;
     int is_sub;     /* 1: interchangeable sub worker; 0: next-level (directed) */
     int worker_id;  /* next-level worker id, or sub worker index */
+    int capacity;   /* tasks it may hold at once (0 means 1); next-level only */
     char label[64]; /* e.g. "sub 1", "chip sim:0"; used in error messages */
 };
 
