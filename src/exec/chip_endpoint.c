@@ -73,6 +73,7 @@ typedef struct chip_ep {
     uint64_t active_run;  /* highest run id activated so far */
     int stopping;
     uint64_t lease_gen[STRATA_BACKEND_MAX_DEPTH];
+    uint64_t native_runs; /* native run ids minted for the lane (endpoint thread only) */
     chip_program_entry programs[CHIP_EP_PROGRAMS]; /* endpoint thread only */
     int nprograms;
     chip_buffer_entry *buffers;
@@ -157,7 +158,10 @@ static void submit_task(chip_ep *ep, chip_task *t, uint32_t slot, int activated)
         st_lane_request req = {
             .program = backend_id, .program_name = name, .args = t->d.args, .cfg = t->d.cfg};
         st_lane_lease lease = {.slot = slot, .generation = ++ep->lease_gen[slot]};
-        rc = st_lane_submit_leased(st_chip_lane(ep->chip), &req, lease, t->d.run_id,
+        /* Several tasks of one L3 run can sit in the lane at once, so each gets
+         * its own native run id on this chip (the L3 run id names it in messages
+         * through the engine's prefix). */
+        rc = st_lane_submit_leased(st_chip_lane(ep->chip), &req, lease, ++ep->native_runs,
                                    t->d.dispatch_id, activated, &t->run);
     }
     if (rc != STRATA_OK) {
