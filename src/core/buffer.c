@@ -89,12 +89,29 @@ int strata_buffer_wrap(strata_worker *w, void *data, size_t nbytes, strata_buffe
     return STRATA_OK;
 }
 
-void strata_buffer_destroy(strata_buffer *b) {
-    if (!b)
-        return;
+static void free_buffer(strata_buffer *b) {
     if (b->mapped)
         munmap(b->data, b->mapped);
     free(b);
+}
+
+void strata_buffer_destroy(strata_buffer *b) {
+    if (!b)
+        return;
+    if (b->mem == STRATA_MEM_DEVICE) {
+        /* Owned by its chip: freeing it here would free it twice. */
+        st_fail(STRATA_EINVAL,
+                "strata_buffer_destroy: buffer is device memory of worker %d; "
+                "free it with strata_worker_chip_free",
+                b->ident.owner);
+        return;
+    }
+    free_buffer(b);
+}
+
+void st_buffer_destroy_device(strata_buffer *b) {
+    if (b)
+        free_buffer(b);
 }
 
 void *strata_buffer_data(const strata_buffer *b) {

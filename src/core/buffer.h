@@ -13,4 +13,8 @@
  * them on any other worker and on sub workers. */
 void st_buffer_mark_device(strata_buffer *b, int owner);
 
+/* Free a device buffer (its owner calls this; strata_buffer_destroy refuses
+ * device buffers, which belong to their chip until strata_worker_chip_free). */
+void st_buffer_destroy_device(strata_buffer *b);
+
 #endif

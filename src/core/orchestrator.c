@@ -430,8 +430,8 @@ static int infer_member(strata_worker *w, st_slot *s, const strata_task_args *a,
     /* Lookups of every argument first, then inserts: a task never waits on itself. */
     for (uint32_t i = 0; i < a->ntensors; i++) {
         const strata_tensor *t = &a->tensors[i];
-        if (t->holder_ != 0 && st_slots_get(&w->slots, t->holder_))
-            STRATA_TRY(add_dep(d, t->holder_)); /* keep runtime memory alive */
+        if (t->holder_ != 0)
+            STRATA_TRY(add_dep(d, t->holder_)); /* keep runtime memory alive (checked live) */
         if (a->tags[i] == STRATA_NO_DEP)
             continue;
         st_footprint_of(t, &fps[i]);
@@ -505,6 +505,31 @@ static void publish(strata_worker *w, st_slot *s, uint32_t live, int poisoned) {
     }
 }
 
+/* Runtime memory is valid only inside the run (and scope) that created it:
+ * refuse a tensor whose memory belongs to another run, or was already
+ * reclaimed, before anything is taken (the run is left alone). Lock held. */
+static int check_runtime_memory(strata_worker *w, st_run *r, const strata_task_args *args, int n,
+                                const char *what) {
+    for (int m = 0; m < n; m++)
+        for (uint32_t i = 0; i < args[m].ntensors; i++) {
+            uint64_t holder = args[m].tensors[i].holder_;
+            if (holder == 0 || needs_memory(&args[m].tensors[i], args[m].tags[i]))
+                continue;
+            st_slot *h = st_slots_get(&w->slots, holder);
+            if (!h)
+                return st_fail(STRATA_ESTALE,
+                               "%s: member %d tensor %u is runtime memory that was already "
+                               "reclaimed (its scope ended and its last user finished)",
+                               what, m, i);
+            if (h->run != r)
+                return st_fail(STRATA_EINVAL,
+                               "%s: member %d tensor %u is runtime memory of run %llu; runtime "
+                               "memory never crosses runs (use a strata_buffer)",
+                               what, m, i, (unsigned long long)h->run->id);
+        }
+    return STRATA_OK;
+}
+
 static int fail_fast(st_run *r, const char *what) {
     if (!st_run_failed(r))
         return STRATA_OK;
@@ -542,6 +567,8 @@ static int submit_common(strata_orch *o, st_slot_kind kind, strata_callable fn,
     st_run *r = o->run;
     /* Capacity first (memory, then a slot): failing here leaves the run untouched. */
     int rc = fail_fast(r, what);
+    if (rc == STRATA_OK)
+        rc = check_runtime_memory(w, r, args, n, what);
     if (rc == STRATA_OK && heap_bytes)
         rc = take_heap(w, heap_ring_of(o), heap_bytes, &deadline, &heap, &ticket, what);
     st_slot *s = rc ? NULL : take_slot(w, &deadline, what);

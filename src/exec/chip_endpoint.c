@@ -311,7 +311,7 @@ static void chip_ep_destroy(st_endpoint *base) {
         pthread_join(ep->thread, NULL);
     strata_chip_close(ep->chip); /* finishes the lane; frees the device memory left */
     for (size_t i = 0; i < ep->nbuffers; i++)
-        strata_buffer_destroy(ep->buffers[i].b);
+        st_buffer_destroy_device(ep->buffers[i].b);
     free(ep->buffers);
     pthread_cond_destroy(&ep->cv);
     pthread_mutex_destroy(&ep->mu);
@@ -460,7 +460,7 @@ int strata_worker_chip_malloc(strata_worker *w, int worker_id, size_t nbytes, st
         ep->buffers[ep->nbuffers++] = (chip_buffer_entry){.b = b, .dev = dev, .nbytes = nbytes};
     pthread_mutex_unlock(&ep->mu);
     if (rc != STRATA_OK) {
-        strata_buffer_destroy(b);
+        st_buffer_destroy_device(b);
         strata_chip_free(ep->chip, dev);
         return rc;
     }
@@ -527,6 +527,6 @@ int strata_worker_chip_free(strata_worker *w, strata_buffer *b) {
     if (!dev)
         return st_fail(STRATA_EINVAL, "%s: the buffer was already freed", what);
     int rc = strata_chip_free(ep->chip, dev);
-    strata_buffer_destroy(b);
+    st_buffer_destroy_device(b);
     return rc;
 }

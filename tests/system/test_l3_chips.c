@@ -219,6 +219,28 @@ static void a_device_buffer_on_the_wrong_chip_is_rejected_at_submit(void **state
     close_worker(&f);
 }
 
+static void a_device_buffer_is_not_freed_by_strata_buffer_destroy(void **state) {
+    l3 f;
+    open_worker(&f, NULL);
+    strata_buffer_destroy(f.dB[0]); /* refused: the chip owns it */
+    assert_non_null(strstr(strata_last_error(), "strata_worker_chip_free"));
+    /* The buffer is intact and still usable: a run on its weights succeeds. */
+    f.seed = 3;
+    assert_ok(strata_run(f.w, gemm_orch, &f));
+    close_worker(&f); /* frees it once, through the chip */
+}
+
+static void device_views_carry_their_owner(void **state) {
+    l3 f;
+    open_worker(&f, NULL);
+    strata_tensor t;
+    int64_t n = 4;
+    assert_ok(strata_tensor_view(f.dB[1], 0, STRATA_F32, 1, &n, NULL, &t));
+    assert_int_equal(t.mem, STRATA_MEM_DEVICE);
+    assert_int_equal(t.ident.owner, f.chip[1]);
+    close_worker(&f);
+}
+
 static void a_kernel_fault_on_one_chip_names_its_path_and_spares_the_other(void **state) {
     l3 f;
     strata_sim_injection inj = {
@@ -322,6 +344,8 @@ int main(void) {
         cmocka_unit_test(gemm_split_across_two_chips_with_weights_loaded_once),
         cmocka_unit_test(gemm_as_a_next_level_group),
         cmocka_unit_test(a_device_buffer_on_the_wrong_chip_is_rejected_at_submit),
+        cmocka_unit_test(a_device_buffer_is_not_freed_by_strata_buffer_destroy),
+        cmocka_unit_test(device_views_carry_their_owner),
         cmocka_unit_test(a_kernel_fault_on_one_chip_names_its_path_and_spares_the_other),
         cmocka_unit_test(a_callable_that_is_not_a_chip_program_fails_on_the_chip),
         cmocka_unit_test(bad_input_on_worker_level_chip_calls),

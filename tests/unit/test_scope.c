@@ -644,8 +644,54 @@ static void full_task_window_waits_for_a_slot_to_free(void **state) {
     destroy(f);
 }
 
+/* Runtime memory used after its scope ended and its last user finished is
+ * refused (STRATA_ESTALE), not silently read from reused memory. */
+typedef struct stale_ctx {
+    strata_callable touch;
+    int rc_after;
+    char msg[256];
+} stale_ctx;
+
+static int touch_fn(const strata_task_args *a, void *u) {
+    (void)u;
+    *(int32_t *)strata_args_data(a, 0) = 1;
+    return 0;
+}
+
+static int orch_use_after_scope(strata_orch *o, void *arg) {
+    stale_ctx *c = arg;
+    strata_tensor t;
+    int64_t n = 4;
+    STRATA_TRY(strata_scope_begin(o));
+    STRATA_TRY(strata_orch_alloc(o, 1, &n, STRATA_I32, &t));
+    STRATA_TRY(strata_scope_end(o)); /* nothing uses it: reclaimed now */
+    strata_task_args a;
+    strata_args_init(&a);
+    strata_args_add_tensor(&a, &t, STRATA_INOUT);
+    c->rc_after = strata_submit_sub(o, c->touch, &a);
+    snprintf(c->msg, sizeof c->msg, "%s", strata_last_error());
+    return STRATA_OK;
+}
+
+static void runtime_memory_used_after_its_scope_is_stale(void **state) {
+    (void)state;
+    strata_worker_config cfg;
+    strata_worker_config_init(&cfg);
+    cfg.sub_workers = 1;
+    strata_worker *w;
+    assert_ok(strata_worker_create(&cfg, &w));
+    stale_ctx c = {0};
+    assert_ok(strata_register_sub(w, "touch", touch_fn, NULL, &c.touch));
+    assert_ok(strata_worker_init(w));
+    assert_ok(strata_run(w, orch_use_after_scope, &c)); /* the run itself is untouched */
+    assert_int_equal(c.rc_after, STRATA_ESTALE);
+    assert_non_null(strstr(c.msg, "reclaimed"));
+    strata_worker_destroy(w);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(runtime_memory_used_after_its_scope_is_stale),
         cmocka_unit_test(nesting_limit_counts_the_outer_scope),
         cmocka_unit_test(scope_end_without_an_open_scope_is_estate),
         cmocka_unit_test(every_run_starts_at_depth_one),
