@@ -8,6 +8,7 @@
 #include "exec/test_endpoint.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +34,7 @@ struct st_test_ep {
     st_dispatch d;
     st_completion comp;
     pthread_mutex_t log_mu; /* protects log, nlog, cap, acts, nacts */
+    _Atomic int finishing;  /* st_test_ep_finish calls in progress: destroy waits for them */
     st_test_ep_record *log;
     uint32_t nlog, cap;
     uint64_t acts[64];
@@ -86,10 +88,8 @@ static void *test_ep_main(void *arg) {
         if (ep->cfg.manual) {
             st_event_set(&ep->hold, HOLD_WAITING);
             st_event_wait(&ep->hold, HOLD_WAITING, 0, UINT64_MAX);
-            if (atomic_load(&ep->mbox.value) != MBOX_STOP || ep->finish_status != -1) {
-                ep->comp.status = ep->finish_status;
-                snprintf(ep->comp.msg, sizeof ep->comp.msg, "%s", ep->finish_msg);
-            }
+            ep->comp.status = ep->finish_status;
+            snprintf(ep->comp.msg, sizeof ep->comp.msg, "%s", ep->finish_msg);
             atomic_store(&ep->hold.value, HOLD_NONE);
         }
         uint32_t expected = MBOX_TASK;
@@ -128,6 +128,9 @@ static void test_ep_destroy(st_endpoint *base) {
     st_test_ep *ep = (st_test_ep *)base;
     if (ep->started)
         pthread_join(ep->thread, NULL);
+    /* A finisher may still be inside st_event_set on our hold word. */
+    while (atomic_load(&ep->finishing) != 0)
+        sched_yield();
     pthread_mutex_destroy(&ep->log_mu);
     free(ep->log);
     free(ep);
@@ -203,6 +206,8 @@ int st_test_ep_finish(st_test_ep *ep, int status, const char *msg, uint64_t time
     }
     ep->finish_status = status;
     snprintf(ep->finish_msg, sizeof ep->finish_msg, "%s", msg ? msg : "");
+    atomic_fetch_add(&ep->finishing, 1);
     st_event_set(&ep->hold, HOLD_RELEASED);
+    atomic_fetch_sub(&ep->finishing, 1);
     return 0;
 }
