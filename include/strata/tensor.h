@@ -137,6 +137,11 @@ typedef struct strata_task_args {
 } strata_task_args;
 
 void strata_args_init(strata_task_args *a);
+
+/* Copy the used part of src (its tensors, scalars and tags) into dst. The args
+ * a task body receives are only valid up to their last used tensor (strata
+ * stores them compactly): copy them with this call, never by assignment. */
+void strata_args_copy(strata_task_args *dst, const strata_task_args *src);
 int strata_args_add_tensor(strata_task_args *a, const strata_tensor *t, strata_tag tag);
 int strata_args_add_scalar(strata_task_args *a, uint64_t value);
 

@@ -478,7 +478,7 @@ static st_lane_run *new_run(st_run_lane *lane, const st_lane_request *req) {
     r->program = req->program;
     snprintf(r->program_name, sizeof r->program_name, "%s",
              req->program_name ? req->program_name : "?");
-    r->args = *req->args;
+    strata_args_copy(&r->args, req->args); /* args may be stored compactly */
     if (req->cfg)
         r->cfg = *req->cfg;
     r->diagnostics = (r->cfg.flags & STRATA_CALL_DIAGNOSTICS) != 0;

@@ -180,6 +180,20 @@ void strata_args_init(strata_task_args *a) {
     a->reserved_ = 0;
 }
 
+void strata_args_copy(strata_task_args *dst, const strata_task_args *src) {
+    if (!dst || !src)
+        return;
+    uint32_t nt = src->ntensors <= STRATA_MAX_TENSORS ? src->ntensors : STRATA_MAX_TENSORS;
+    uint32_t ns = src->nscalars <= STRATA_MAX_SCALARS ? src->nscalars : STRATA_MAX_SCALARS;
+    dst->ntensors = nt;
+    dst->nscalars = ns;
+    dst->invalid = src->invalid;
+    dst->reserved_ = 0;
+    memcpy(dst->tags, src->tags, sizeof dst->tags);
+    memcpy(dst->scalars, src->scalars, sizeof dst->scalars[0] * ns);
+    memcpy(dst->tensors, src->tensors, sizeof dst->tensors[0] * nt);
+}
+
 int strata_args_add_tensor(strata_task_args *a, const strata_tensor *t, strata_tag tag) {
     if (!a || !t)
         return st_fail(STRATA_EINVAL, "strata_args_add_tensor: args and tensor must not be NULL");

@@ -273,16 +273,6 @@ static int take_heap(strata_worker *w, int ring, uint64_t bytes, uint64_t *deadl
 
 /* ---- building a slot (lock held) ------------------------------------------ */
 
-static void copy_args(strata_task_args *dst, const strata_task_args *src) {
-    dst->ntensors = src->ntensors;
-    dst->nscalars = src->nscalars;
-    dst->invalid = 0;
-    dst->reserved_ = 0;
-    memcpy(dst->tags, src->tags, sizeof dst->tags);
-    memcpy(dst->scalars, src->scalars, sizeof dst->scalars[0] * src->nscalars);
-    memcpy(dst->tensors, src->tensors, sizeof dst->tensors[0] * src->ntensors);
-}
-
 /* Storage for n members' args (ntensors0: tensors of member 0). On failure the
  * slot is left as a one-member task on inline storage, so it can be settled. */
 static int alloc_member_arrays(st_slot *s, int n, uint32_t ntensors0) {
@@ -584,7 +574,7 @@ static int submit_common(strata_orch *o, st_slot_kind kind, strata_callable fn,
     rc = alloc_member_arrays(s, n, args[0].ntensors);
     if (rc == STRATA_OK) {
         for (int m = 0; m < n; m++) {
-            copy_args(&s->args[m], &args[m]);
+            strata_args_copy(&s->args[m], &args[m]);
             s->targets[m] = targets ? targets[m] : -1;
             s->member_state[m] = ST_MEMBER_WAITING;
         }

@@ -88,7 +88,9 @@ void st_reflist_free(st_reflist *l) {
 
 int st_slots_init(st_slot_store *st, uint32_t capacity) {
     memset(st, 0, sizeof *st);
-    st->slots = calloc(capacity, sizeof *st->slots);
+    /* Padded by one full strata_task_args: a task body that (wrongly) copies
+     * the last slot's compact args by value still reads inside the block. */
+    st->slots = calloc(1, sizeof *st->slots * capacity + sizeof(strata_task_args));
     st->free_stack = malloc(sizeof *st->free_stack * capacity);
     if (!st->slots || !st->free_stack) {
         st_slots_destroy(st);

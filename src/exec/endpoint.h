@@ -38,7 +38,8 @@ typedef struct st_dispatch {
     uint32_t member;      /* group member index (0 for a single task) */
     uint32_t dispatch_id; /* per-endpoint sequence number, from 1 */
     const st_callable_info *callable;
-    const strata_task_args *args;  /* valid until the completion is posted */
+    const strata_task_args *args;  /* valid until the completion is posted; only up to
+                                      its last used tensor: copy with strata_args_copy */
     const strata_call_config *cfg; /* never NULL */
 } st_dispatch;
 
