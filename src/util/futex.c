@@ -16,6 +16,13 @@
 
 #include "util/clock.h"
 
+/* Relax hints spun before the first yield, then a yield every
+ * ST_SPIN_YIELD_MASK + 1 of them: when a waiter shares a core with the thread
+ * it waits for (likely on small machines), rare yields would put a whole spin
+ * slice on every hand-off; when it does not, the answer comes in the burst. */
+#define ST_SPIN_BURST 32
+#define ST_SPIN_YIELD_MASK 3
+
 int st_futex_wait(_Atomic uint32_t *word, uint32_t expected, uint64_t deadline_ns) {
     struct timespec ts, *tsp = NULL;
     if (deadline_ns != UINT64_MAX) {
@@ -37,28 +44,23 @@ void st_futex_wake(_Atomic uint32_t *word, int n) {
     syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE, n, NULL, NULL, 0);
 }
 
-int st_wait_while_equal(_Atomic uint32_t *word, uint32_t expected, uint32_t spin_ns,
-                        uint64_t deadline_ns) {
-    if (atomic_load_explicit(word, memory_order_acquire) != expected)
-        return 0;
-    uint64_t start = st_now_ns();
-    uint64_t spin_end = start + spin_ns;
-    unsigned n = 0;
-    while (atomic_load_explicit(word, memory_order_acquire) == expected) {
-        if ((++n & 63) == 0) {
-            uint64_t now = st_now_ns();
-            if (now >= deadline_ns)
-                return -1;
-            if (now >= spin_end)
-                break;
-            sched_yield(); /* on an oversubscribed machine, let the peer run */
-        }
+/* Spin while *word == expected: first a short burst of relax hints (a peer
+ * on another core answers within a few hundred ns), then yield the CPU every
+ * few iterations (a peer sharing this core needs it to make progress).
+ * 0: the word changed; 1: spin_ns elapsed; -1: deadline_ns passed. */
+static int spin_while_equal(_Atomic uint32_t *word, uint32_t expected, uint32_t spin_ns,
+                            uint64_t deadline_ns) {
+    uint64_t spin_end = st_now_ns() + spin_ns;
+    for (unsigned n = 1; atomic_load_explicit(word, memory_order_acquire) == expected; n++) {
         st_cpu_relax();
-    }
-    while (atomic_load_explicit(word, memory_order_acquire) == expected) {
-        if (st_futex_wait(word, expected, deadline_ns) < 0 &&
-            atomic_load_explicit(word, memory_order_acquire) == expected)
+        if (n < ST_SPIN_BURST || (n & ST_SPIN_YIELD_MASK) != 0)
+            continue;
+        uint64_t now = st_now_ns();
+        if (now >= deadline_ns)
             return -1;
+        if (now >= spin_end)
+            return 1;
+        sched_yield();
     }
     return 0;
 }
@@ -66,19 +68,9 @@ int st_wait_while_equal(_Atomic uint32_t *word, uint32_t expected, uint32_t spin
 int st_event_wait(st_event *ev, uint32_t expected, uint32_t spin_ns, uint64_t deadline_ns) {
     if (atomic_load(&ev->value) != expected)
         return 0;
-    uint64_t spin_end = st_now_ns() + spin_ns;
-    unsigned n = 0;
-    while (atomic_load_explicit(&ev->value, memory_order_acquire) == expected) {
-        if ((++n & 63) == 0) {
-            uint64_t now = st_now_ns();
-            if (now >= deadline_ns)
-                return -1;
-            if (now >= spin_end)
-                break;
-            sched_yield();
-        }
-        st_cpu_relax();
-    }
+    int spun = spin_while_equal(&ev->value, expected, spin_ns, deadline_ns);
+    if (spun <= 0)
+        return spun;
     int rc = 0;
     atomic_fetch_add(&ev->sleepers, 1); /* seq_cst: pairs with the load in st_event_set */
     while (atomic_load(&ev->value) == expected) {

@@ -19,11 +19,6 @@ int st_futex_wait(_Atomic uint32_t *word, uint32_t expected, uint64_t deadline_n
  * between processes (uses the non-private futex op). */
 void st_futex_wake(_Atomic uint32_t *word, int n);
 
-/* Spin up to spin_ns while *word == expected (with a CPU relax hint), then park.
- * Returns 0 once *word != expected, -1 if deadline_ns passed. */
-int st_wait_while_equal(_Atomic uint32_t *word, uint32_t expected, uint32_t spin_ns,
-                        uint64_t deadline_ns);
-
 static inline void st_cpu_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_ia32_pause();
