@@ -335,32 +335,11 @@ uint64_t strata_chip_committed_bytes(const strata_chip *chip) {
     return chip ? st_cw_committed(chip->cw) : 0;
 }
 
-static size_t dtype_bytes(strata_dtype d) {
-    switch (d) {
-    case STRATA_U8:
-    case STRATA_I8:
-        return 1;
-    case STRATA_I16:
-    case STRATA_F16:
-    case STRATA_BF16:
-        return 2;
-    case STRATA_I32:
-    case STRATA_F32:
-        return 4;
-    case STRATA_I64:
-    case STRATA_F64:
-        return 8;
-    case STRATA_DTYPE_COUNT:
-        break;
-    }
-    return 0;
-}
-
 int strata_chip_tensor(void *dev, uint64_t nbytes, strata_dtype dtype, int rank,
                        const int64_t *shape, strata_tensor *out) {
     if (!dev || !shape || !out)
         return st_fail(STRATA_EINVAL, "strata_chip_tensor: NULL device address, shape or output");
-    size_t esize = dtype_bytes(dtype);
+    size_t esize = strata_dtype_size(dtype);
     if (esize == 0)
         return st_fail(STRATA_EINVAL, "strata_chip_tensor: unknown dtype %d", (int)dtype);
     if (rank < 1 || rank > STRATA_MAX_RANK)

@@ -34,13 +34,10 @@
 
 #include <string.h>
 
+/* Element size; footprints are only built for validated views (known dtype). */
 static inline uint32_t elem_size(uint8_t dtype) {
-    /* Kept local so this module depends on nothing but the header's types. */
-    static const uint8_t sizes[STRATA_DTYPE_COUNT] = {
-        [STRATA_U8] = 1,  [STRATA_I8] = 1,   [STRATA_I16] = 2, [STRATA_I32] = 4, [STRATA_I64] = 8,
-        [STRATA_F16] = 2, [STRATA_BF16] = 2, [STRATA_F32] = 4, [STRATA_F64] = 8,
-    };
-    return dtype < STRATA_DTYPE_COUNT ? sizes[dtype] : 1;
+    size_t n = strata_dtype_size((strata_dtype)dtype);
+    return n ? (uint32_t)n : 1;
 }
 
 static inline uint64_t div_by(uint64_t x, uint64_t d) {

@@ -43,7 +43,10 @@ static int needs_memory(const strata_tensor *t, uint8_t tag) {
     return tag == STRATA_OUT && t->base == NULL;
 }
 
-static int check_view_shape(const strata_tensor *t, const char *what, int member, uint32_t i) {
+/* dtype, rank and shape of a view; its strides too unless the runtime will
+ * provide memory and strides (an OUT tensor given without memory). */
+static int check_view_shape(const strata_tensor *t, int with_strides, const char *what, int member,
+                            uint32_t i) {
     if (t->rank < 1 || t->rank > STRATA_MAX_RANK)
         return st_fail(STRATA_EINVAL, "%s: member %d tensor %u: rank %u outside 1..%d", what,
                        member, i, t->rank, STRATA_MAX_RANK);
@@ -55,27 +58,11 @@ static int check_view_shape(const strata_tensor *t, const char *what, int member
             return st_fail(STRATA_EINVAL,
                            "%s: member %d tensor %u: dimension %d is %lld (must be >= 1)", what,
                            member, i, k, (long long)t->shape[k]);
-        if (t->strides[k] < 1)
+        if (with_strides && t->strides[k] < 1)
             return st_fail(STRATA_EINVAL,
                            "%s: member %d tensor %u: stride %d is %lld (strides must be positive)",
                            what, member, i, k, (long long)t->strides[k]);
     }
-    return STRATA_OK;
-}
-
-/* An OUT tensor without memory: only dtype, rank and shape matter. */
-static int check_out_shape(const strata_tensor *t, const char *what, int member, uint32_t i) {
-    if (t->rank < 1 || t->rank > STRATA_MAX_RANK)
-        return st_fail(STRATA_EINVAL, "%s: member %d tensor %u: rank %u outside 1..%d", what,
-                       member, i, t->rank, STRATA_MAX_RANK);
-    if (t->dtype >= STRATA_DTYPE_COUNT)
-        return st_fail(STRATA_EINVAL, "%s: member %d tensor %u: unknown dtype %u", what, member, i,
-                       t->dtype);
-    for (int k = 0; k < t->rank; k++)
-        if (t->shape[k] < 1)
-            return st_fail(STRATA_EINVAL,
-                           "%s: member %d tensor %u: dimension %d is %lld (must be >= 1)", what,
-                           member, i, k, (long long)t->shape[k]);
     return STRATA_OK;
 }
 
@@ -85,8 +72,8 @@ static int check_tensor(const strata_tensor *t, uint8_t tag, int next_target, co
         return st_fail(STRATA_EINVAL, "%s: member %d tensor %u: unknown tag %u", what, member, i,
                        tag);
     if (needs_memory(t, tag))
-        return check_out_shape(t, what, member, i); /* the runtime provides memory and strides */
-    STRATA_TRY(check_view_shape(t, what, member, i));
+        return check_view_shape(t, 0, what, member, i); /* the runtime provides memory */
+    STRATA_TRY(check_view_shape(t, 1, what, member, i));
     if (!t->base || t->ident.id == 0)
         return st_fail(STRATA_EINVAL,
                        "%s: member %d tensor %u has no buffer (only an OUT tensor may be "
