@@ -66,14 +66,20 @@ void st_run_record_error(st_run *r, int status, const char *fmt, ...) {
     r->error_msg = strdup(buf);
 }
 
-void st_run_unref(st_run *r) {
-    if (atomic_fetch_sub(&r->refs, 1) != 1)
-        return;
+static void free_queues(st_run *r) {
     st_rq_free(&r->sub_q);
     st_rq_free(&r->group_q);
     for (int i = 0; i < r->ndirected; i++)
         st_rq_free(&r->directed_q[i]);
     free(r->directed_q);
+    r->directed_q = NULL;
+    r->ndirected = 0;
+}
+
+void st_run_unref(st_run *r) {
+    if (atomic_fetch_sub(&r->refs, 1) != 1)
+        return;
+    free_queues(r);
     free(r->error_msg);
     free(r);
 }
@@ -131,6 +137,7 @@ static void fifo_remove(strata_worker *w, st_run *r) {
 static void retire(strata_worker *w, st_run *r) {
     int was_head = r->is_head;
     fifo_remove(w, r);
+    free_queues(r); /* only stale entries are left; a held handle keeps none */
     w->lease_used[r->lease.slot] = 0;
     w->live_runs--;
     r->is_head = 0;

@@ -189,6 +189,16 @@ int st_register_next_level(strata_worker *w, const char *name, strata_sub_fn fn,
                              "register next-level callable");
 }
 
+/* Stop and join the sub workers started so far (init rollback). */
+static void stop_sub_workers(strata_worker *w) {
+    for (int k = 0; k < w->nsubs; k++) {
+        w->subs[k].ep->ops->stop(w->subs[k].ep);
+        w->subs[k].ep->ops->destroy(w->subs[k].ep);
+    }
+    w->nsubs = 0;
+    w->nidle_subs = 0;
+}
+
 int strata_worker_init(strata_worker *w) {
     if (!w)
         return st_fail(STRATA_EINVAL, "strata_worker_init: worker is NULL");
@@ -205,11 +215,7 @@ int strata_worker_init(strata_worker *w) {
         st_endpoint *ep;
         int rc = st_thread_endpoint_create(w, i, &ep);
         if (rc != STRATA_OK) {
-            for (int k = 0; k < w->nsubs; k++) {
-                w->subs[k].ep->ops->stop(w->subs[k].ep);
-                w->subs[k].ep->ops->destroy(w->subs[k].ep);
-            }
-            w->nsubs = 0;
+            stop_sub_workers(w);
             return rc;
         }
         w->subs[i].ep = ep;
@@ -219,7 +225,11 @@ int strata_worker_init(strata_worker *w) {
     for (int i = 0; i < n; i++)
         w->idle_subs[i] = n - 1 - i;
     w->nidle_subs = n;
-    STRATA_TRY(st_sched_start(w));
+    int rc = st_sched_start(w);
+    if (rc != STRATA_OK) {
+        stop_sub_workers(w); /* the worker stays CREATED: init may be retried */
+        return rc;
+    }
     st_engine_lock(w);
     w->state = ST_WORKER_RUNNING;
     st_engine_unlock(w);
