@@ -173,9 +173,12 @@ void st_poison(strata_worker *w, st_slot *s0, int status) {
         for (uint32_t i = 0; i < s->consumers.n; i++) {
             if (n == cap) {
                 uint64_t *nw = malloc(sizeof *nw * cap * 2);
-                if (!nw)
-                    break; /* out of memory: the unreached consumers stay pending and the
-                              run's cancellation at close reclaims them */
+                if (!nw) { /* out of memory: poison this consumer right away instead */
+                    st_slot *c = st_slots_get(&w->slots, s->consumers.v[i]);
+                    if (c)
+                        st_poison(w, c, status);
+                    continue;
+                }
                 memcpy(nw, work, sizeof *nw * n);
                 if (work != stack_buf)
                     free(work);
