@@ -276,6 +276,13 @@ static int scan(st_tensormap *m, uint32_t *head, uint32_t *count, const st_footp
     while (*link != ST_TMAP_NIL) {
         uint32_t e = *link;
         st_tmap_entry *en = &m->pool[e];
+        /* Disjoint byte ranges first: the cheap test spares the liveness check
+         * (a slot access) for the many tiles of one buffer that cannot
+         * matter; dead ones among them go at the next prune or sweep. */
+        if (en->fp.hi <= fp->lo || fp->hi <= en->fp.lo) {
+            link = &en->next;
+            continue;
+        }
         if (is_dead(m, en->ref)) {
             *link = en->next;
             free_entry(m, e);
