@@ -8,6 +8,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "util/assert.h"
 #include "strata/status.h"
@@ -89,8 +90,15 @@ void st_reflist_free(st_reflist *l) {
 int st_slots_init(st_slot_store *st, uint32_t capacity) {
     memset(st, 0, sizeof *st);
     /* Padded by one full strata_task_args: a task body that (wrongly) copies
-     * the last slot's compact args by value still reads inside the block. */
-    st->slots = calloc(1, sizeof *st->slots * capacity + sizeof(strata_task_args));
+     * the last slot's compact args by value still reads inside the block.
+     * Mapped (zeroed) with transparent huge pages allowed: a large window is
+     * touched all over, and 4 KiB pages would make every slot a TLB miss. */
+    st->map_bytes = sizeof *st->slots * capacity + sizeof(strata_task_args);
+    void *map =
+        mmap(NULL, st->map_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    st->slots = map == MAP_FAILED ? NULL : map;
+    if (st->slots && st->map_bytes >= (2u << 20))
+        madvise(map, st->map_bytes, MADV_HUGEPAGE);
     st->free_stack = malloc(sizeof *st->free_stack * capacity);
     if (!st->slots || !st->free_stack) {
         st_slots_destroy(st);
@@ -116,7 +124,8 @@ void st_slots_destroy(st_slot_store *st) {
             st_reflist_free(&st->slots[i].producers);
         }
     }
-    free(st->slots);
+    if (st->slots)
+        munmap(st->slots, st->map_bytes);
     free(st->free_stack);
     memset(st, 0, sizeof *st);
 }

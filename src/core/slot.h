@@ -116,7 +116,8 @@ static inline strata_task_args *st_slot_inline_args(st_slot *s) {
 }
 
 typedef struct st_slot_store {
-    st_slot *slots;
+    st_slot *slots; /* mapped: capacity slots plus padding */
+    size_t map_bytes;
     uint32_t capacity; /* power of two */
     uint32_t *free_stack;
     uint32_t nfree;
