@@ -7,8 +7,10 @@
  *
  * Locking. One engine lock (`lock`, an st_mutex) protects every slot, run,
  * ready queue, the tensor map, the heaps, the scope stack and the endpoint
- * busy/idle bookkeeping. Nothing nests inside it except the futex syscalls of
- * wakeups. Completions arrive lock-free (a Treiber stack) from any thread;
+ * busy/idle bookkeeping. Lock order: the engine lock, then an endpoint's own
+ * leaf lock (endpoint dispatch/activate run under the engine lock and may take
+ * theirs; no endpoint takes the engine lock while holding its own: completions
+ * are pushed without it). Completions arrive lock-free (a Treiber stack) from any thread;
  * whoever holds the lock drains them. Every unlock goes through
  * st_engine_unlock(), which re-checks the completion stack after releasing
  * the lock so a completion pushed while the lock was held is never stranded
@@ -181,11 +183,11 @@ static inline void st_hook(strata_worker *w, st_hook_point at, uint64_t ref) {
     if (w->hooks[at])
         w->hooks[at](w, at, ref, w->hook_ctx[at]);
 }
-/* Helpers hooks may call (lock held): */
+/* The slot a hook's reference names (NULL if stale). Hooks may also call
+ * st_poison, st_run_record_error and st_sched_pass: the lock is held. */
 st_slot *st_hook_slot(strata_worker *w, uint64_t ref);
-/* Complete a RUNNING task or fail a task as if its producer failed. */
 
-/* Format the "who" part of a message: "L3 worker sub 1". */
+/* Format the task part of a message: "task 'scale' #12". */
 void st_task_label(strata_worker *w, st_slot *s, char *buf, size_t n);
 
 #endif
