@@ -162,12 +162,8 @@ void st_run_task_consumed(strata_worker *w, st_run *r);
 /* Terminal transition + retirement if the fence is reached. Lock held. */
 void st_run_finish_if_ready(strata_worker *w, st_run *r);
 /* Cancel every unstarted task of r. Lock held. */
-void st_run_cancel_unstarted(strata_worker *w, st_run *r, const char *why);
+void st_run_cancel_unstarted(strata_worker *w, st_run *r);
 void st_run_link_slot(st_run *r, st_slot *s);
-/* The admitted run with this id, or NULL (unknown or retired). Lock held. */
-st_run *st_run_find(strata_worker *w, uint64_t run_id);
-/* Record an error on a run by id; an unknown run is ignored. Lock held. */
-void st_run_report_error(strata_worker *w, uint64_t run_id, int status, const char *msg);
 void st_run_unlink_slot(st_run *r, st_slot *s);
 
 /* Drop the references of scopes deeper than `depth`. Lock held. */

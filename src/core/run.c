@@ -234,7 +234,7 @@ void st_run_fail_submission(strata_worker *w, st_run *r, int status, const char 
     st_run_record_error(r, status, "run %llu: orchestration function failed (%s): %s",
                         (unsigned long long)r->id, strata_status_name(status),
                         msg && msg[0] ? msg : "(no message)");
-    st_run_cancel_unstarted(w, r, "the orchestration function failed");
+    st_run_cancel_unstarted(w, r);
     if (!r->submission_closed) {
         r->submission_closed = 1;
         w->building = 0;
@@ -243,8 +243,7 @@ void st_run_fail_submission(strata_worker *w, st_run *r, int status, const char 
     st_run_finish_if_ready(w, r);
 }
 
-void st_run_cancel_unstarted(strata_worker *w, st_run *r, const char *why) {
-    (void)why;
+void st_run_cancel_unstarted(strata_worker *w, st_run *r) {
     size_t n = 0, cap = 0;
     uint64_t *refs = NULL;
     for (st_slot *s = r->live; s; s = s->run_next) {
@@ -268,18 +267,4 @@ void st_run_cancel_unstarted(strata_worker *w, st_run *r, const char *why) {
             st_poison(w, s, STRATA_ECANCELED);
     }
     free(refs);
-}
-
-st_run *st_run_find(strata_worker *w, uint64_t run_id) {
-    for (st_run *r = w->fifo_head; r; r = r->fifo_next)
-        if (r->id == run_id)
-            return r;
-    return NULL;
-}
-
-void st_run_report_error(strata_worker *w, uint64_t run_id, int status, const char *msg) {
-    st_run *r = st_run_find(w, run_id);
-    if (!r)
-        return; /* unknown or finished run: ignored, never fatal */
-    st_run_record_error(r, status, "run %llu: %s", (unsigned long long)run_id, msg);
 }
