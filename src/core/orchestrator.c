@@ -372,6 +372,17 @@ static void carve_out_memory(strata_worker *w, st_slot *s, strata_task_args *use
 
 /* ---- dependency inference (lock held) -------------------------------------- */
 
+void st_orch_fp_of(void *ctx, uint64_t ref, uint32_t argpos, st_footprint *out) {
+    strata_worker *w = ctx;
+    st_slot *s = st_slots_get(&w->slots, ref);
+    ST_ASSERT(s != NULL, "footprint asked for a task that is gone");
+    if (!s || (argpos >> 8) >= s->nmembers || (argpos & 0xff) >= s->args[argpos >> 8].ntensors) {
+        st_footprint_whole(UINT64_MAX, out); /* overlaps everything, covered by nothing */
+        return;
+    }
+    st_footprint_of(&s->args[argpos >> 8].tensors[argpos & 0xff], out);
+}
+
 typedef struct dep_ctx {
     strata_worker *w;
     st_slot *self;
@@ -402,7 +413,13 @@ static int add_dep(void *vctx, uint64_t ref) {
     return 0;
 }
 
-static int infer_member(strata_worker *w, st_slot *s, const strata_task_args *a, dep_ctx *d) {
+/* Where the tensor map finds a task's argument again (see st_orch_fp_of). */
+static uint32_t argpos_of(int member, uint32_t i) {
+    return (uint32_t)member << 8 | i;
+}
+
+static int infer_member(strata_worker *w, st_slot *s, int member, dep_ctx *d) {
+    const strata_task_args *a = &s->args[member];
     st_footprint fps[STRATA_MAX_TENSORS]; /* built once, used for lookup and insert */
     /* Lookups of every argument first, then inserts: a task never waits on itself. */
     for (uint32_t i = 0; i < a->ntensors; i++) {
@@ -422,9 +439,11 @@ static int infer_member(strata_worker *w, st_slot *s, const strata_task_args *a,
         if (a->tags[i] == STRATA_NO_DEP)
             continue;
         if (a->tags[i] == STRATA_IN)
-            STRATA_TRY(st_tmap_insert_reader(&w->tmap, &t->ident, &fps[i], st_ref_of(s)));
+            STRATA_TRY(st_tmap_insert_reader(&w->tmap, &t->ident, &fps[i], st_ref_of(s),
+                                             argpos_of(member, i)));
         else
-            STRATA_TRY(st_tmap_insert_writer(&w->tmap, &t->ident, &fps[i], st_ref_of(s)));
+            STRATA_TRY(st_tmap_insert_writer(&w->tmap, &t->ident, &fps[i], st_ref_of(s),
+                                             argpos_of(member, i)));
     }
     return STRATA_OK;
 }
@@ -433,7 +452,7 @@ static int infer_member(strata_worker *w, st_slot *s, const strata_task_args *a,
  * producer set excludes the task itself. */
 static int infer_dependencies(strata_worker *w, st_slot *s, dep_ctx *d) {
     for (int m = 0; m < s->nmembers; m++)
-        STRATA_TRY(infer_member(w, s, &s->args[m], d));
+        STRATA_TRY(infer_member(w, s, m, d));
     return STRATA_OK;
 }
 
@@ -700,7 +719,7 @@ int strata_orch_alloc(strata_orch *o, int rank, const int64_t *shape, strata_dty
     st_footprint fp;
     st_footprint_whole(bytes, &fp);
     if (rc == STRATA_OK)
-        rc = st_tmap_insert_writer(&w->tmap, &t.ident, &fp, st_ref_of(s));
+        rc = st_tmap_insert_writer(&w->tmap, &t.ident, &fp, st_ref_of(s), ST_TMAP_WHOLE);
     st_slot_transition(s, ST_T_ALLOC_DONE);
     s->fanout_released = 1; /* the terminal self release of a slot that never runs */
     if (rc != STRATA_OK) {

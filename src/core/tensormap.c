@@ -65,6 +65,7 @@ void st_tmap_destroy(st_tensormap *m) {
     free(m->slots);
     free(m->keys);
     free(m->pool);
+    free(m->fps);
     memset(m, 0, sizeof *m);
 }
 
@@ -84,6 +85,11 @@ void st_tmap_reset(st_tensormap *m) {
 void st_tmap_set_alive_fn(st_tensormap *m, st_tmap_alive_fn fn, void *ctx) {
     m->alive = fn;
     m->alive_ctx = ctx;
+}
+
+void st_tmap_set_fp_fn(st_tensormap *m, st_tmap_fp_fn fn, void *ctx) {
+    m->fp_fn = fn;
+    m->fp_ctx = ctx;
 }
 
 size_t st_tmap_live_entries(const st_tensormap *m) {
@@ -220,7 +226,22 @@ static uint32_t alloc_entry(st_tensormap *m) {
             return ST_TMAP_NIL;
         }
         m->pool = np;
+        if (!m->fp_fn) {
+            st_footprint *nf = realloc(m->fps, (size_t)nc * sizeof *nf);
+            if (!nf) {
+                st_fail(STRATA_ENOMEM, "out of memory growing the tensor map to %u entries", nc);
+                return ST_TMAP_NIL;
+            }
+            m->fps = nf;
+        }
         m->pool_cap = nc;
+    }
+    if (!m->fp_fn && !m->fps) {
+        m->fps = malloc((size_t)m->pool_cap * sizeof *m->fps);
+        if (!m->fps) {
+            st_fail(STRATA_ENOMEM, "out of memory for the tensor map's footprints");
+            return ST_TMAP_NIL;
+        }
     }
     return m->pool_used++;
 }
@@ -236,13 +257,52 @@ static inline int is_dead(const st_tensormap *m, uint64_t ref) {
     return m->alive && !m->alive(m->alive_ctx, ref);
 }
 
+/* The full footprint of live entry e: stored, or rebuilt from its task. */
+static const st_footprint *entry_fp(const st_tensormap *m, uint32_t e, st_footprint *tmp) {
+    const st_tmap_entry *en = &m->pool[e];
+    if (!m->fp_fn)
+        return &m->fps[e];
+    if (en->argpos == ST_TMAP_WHOLE)
+        st_footprint_whole(en->hi, tmp);
+    else
+        m->fp_fn(m->fp_ctx, en->ref, en->argpos, tmp);
+    return tmp;
+}
+
+/* Whether live entry e's bytes meet fp's: byte ranges answer when both views
+ * are dense (every byte of a range touched); otherwise the full test. */
+static int entry_overlaps(const st_tensormap *m, uint32_t e, const st_footprint *fp) {
+    const st_tmap_entry *en = &m->pool[e];
+    if (en->hi <= fp->lo || fp->hi <= en->lo)
+        return 0;
+    if (en->dense && fp->dense)
+        return 1;
+    st_footprint tmp;
+    return st_footprint_overlap(entry_fp(m, e, &tmp), fp);
+}
+
+/* Whether cover touches every byte live entry e touches: a dense cover only
+ * needs the entry's range inside its own (a view touches its first and last
+ * byte). */
+static int entry_covered(const st_tensormap *m, uint32_t e, const st_footprint *cover) {
+    const st_tmap_entry *en = &m->pool[e];
+    if (en->lo == en->hi)
+        return 1;
+    if (cover->dense)
+        return en->lo >= cover->lo && en->hi <= cover->hi;
+    if (en->lo < cover->lo || en->hi > cover->hi)
+        return 0;
+    st_footprint tmp;
+    return st_footprint_covers(cover, entry_fp(m, e, &tmp));
+}
+
 /* Drop the dead entries of one list (and, with cover != NULL, those cover covers). */
 static void prune(st_tensormap *m, uint32_t *head, uint32_t *count, const st_footprint *cover) {
     uint32_t *link = head;
     while (*link != ST_TMAP_NIL) {
         uint32_t e = *link;
         st_tmap_entry *en = &m->pool[e];
-        if (is_dead(m, en->ref) || (cover && st_footprint_covers(cover, &en->fp))) {
+        if (is_dead(m, en->ref) || (cover && entry_covered(m, e, cover))) {
             *link = en->next;
             free_entry(m, e);
             (*count)--;
@@ -279,7 +339,7 @@ static int scan(st_tensormap *m, uint32_t *head, uint32_t *count, const st_footp
         /* Disjoint byte ranges first: the cheap test spares the liveness check
          * (a slot access) for the many tiles of one buffer that cannot
          * matter; dead ones among them go at the next prune or sweep. */
-        if (en->fp.hi <= fp->lo || fp->hi <= en->fp.lo) {
+        if (en->hi <= fp->lo || fp->hi <= en->lo) {
             link = &en->next;
             continue;
         }
@@ -289,7 +349,7 @@ static int scan(st_tensormap *m, uint32_t *head, uint32_t *count, const st_footp
             (*count)--;
             continue;
         }
-        if (st_footprint_overlap(&en->fp, fp)) {
+        if (entry_overlaps(m, e, fp)) {
             int rc = visit(ctx, en->ref);
             if (rc)
                 return rc;
@@ -315,10 +375,15 @@ int st_tmap_lookup(st_tensormap *m, const strata_buffer_id *key, const st_footpr
 }
 
 static void push(st_tensormap *m, uint32_t *head, uint32_t *count, uint32_t e,
-                 const st_footprint *fp, uint64_t ref) {
+                 const st_footprint *fp, uint64_t ref, uint32_t argpos) {
     st_tmap_entry *en = &m->pool[e];
     en->ref = ref;
-    en->fp = *fp;
+    en->lo = fp->lo;
+    en->hi = fp->hi;
+    en->argpos = argpos;
+    en->dense = fp->dense;
+    if (!m->fp_fn)
+        m->fps[e] = *fp;
     en->next = *head;
     *head = e;
     (*count)++;
@@ -326,7 +391,7 @@ static void push(st_tensormap *m, uint32_t *head, uint32_t *count, uint32_t e,
 }
 
 int st_tmap_insert_writer(st_tensormap *m, const strata_buffer_id *key, const st_footprint *fp,
-                          uint64_t ref) {
+                          uint64_t ref, uint32_t argpos) {
     uint32_t r = get_or_create(m, key);
     if (r == ST_TMAP_NIL)
         return STRATA_ENOMEM;
@@ -337,13 +402,13 @@ int st_tmap_insert_writer(st_tensormap *m, const strata_buffer_id *key, const st
     if (e == ST_TMAP_NIL)
         return STRATA_ENOMEM;
     k = &m->keys[r];
-    push(m, &k->writers, &k->nwriters, e, fp, ref);
+    push(m, &k->writers, &k->nwriters, e, fp, ref, argpos);
     maybe_sweep(m);
     return STRATA_OK;
 }
 
 int st_tmap_insert_reader(st_tensormap *m, const strata_buffer_id *key, const st_footprint *fp,
-                          uint64_t ref) {
+                          uint64_t ref, uint32_t argpos) {
     uint32_t r = get_or_create(m, key);
     if (r == ST_TMAP_NIL)
         return STRATA_ENOMEM;
@@ -356,14 +421,17 @@ int st_tmap_insert_reader(st_tensormap *m, const strata_buffer_id *key, const st
     }
     if (k->readers != ST_TMAP_NIL) {
         const st_tmap_entry *newest = &m->pool[k->readers];
-        if (newest->ref == ref && st_footprint_equal(&newest->fp, fp))
+        int same =
+            newest->ref == ref && newest->lo == fp->lo && newest->hi == fp->hi &&
+            (m->fp_fn ? newest->argpos == argpos : st_footprint_equal(&m->fps[k->readers], fp));
+        if (same)
             return STRATA_OK;
     }
     uint32_t e = alloc_entry(m);
     if (e == ST_TMAP_NIL)
         return STRATA_ENOMEM;
     k = &m->keys[r];
-    push(m, &k->readers, &k->nreaders, e, fp, ref);
+    push(m, &k->readers, &k->nreaders, e, fp, ref, argpos);
     maybe_sweep(m);
     return STRATA_OK;
 }

@@ -29,11 +29,18 @@ typedef int (*st_tmap_alive_fn)(void *ctx, uint64_t ref);
 typedef int (*st_tmap_visit_fn)(void *ctx, uint64_t ref);
 
 /* Internal layout (embedded by the engine; treat as opaque). */
+/* Rebuilds the footprint of argument `argpos` of live task `ref` (the map
+ * then stores only byte ranges: ~40 bytes an entry instead of ~280). */
+typedef void (*st_tmap_fp_fn)(void *ctx, uint64_t ref, uint32_t argpos, st_footprint *out);
+
+#define ST_TMAP_WHOLE UINT32_MAX /* argpos of an entry covering its whole buffer [0, hi) */
+
 typedef struct st_tmap_entry {
-    uint64_t ref;  /* task reference, never 0 while stored */
-    uint32_t next; /* next (older) entry of the same list, or free-list link */
-    uint32_t reserved_;
-    st_footprint fp;
+    uint64_t ref;    /* task reference, never 0 while stored */
+    uint64_t lo, hi; /* the footprint's byte range */
+    uint32_t next;   /* next (older) entry of the same list, or free-list link */
+    uint32_t argpos; /* where fp_fn finds the view, or ST_TMAP_WHOLE */
+    uint8_t dense;   /* the footprint touches every byte of [lo, hi) */
 } st_tmap_entry;
 
 typedef struct st_tmap_slot { /* open-addressing index (linear probing) */
@@ -61,6 +68,9 @@ typedef struct st_tensormap {
     size_t sweep_at; /* sweep for dead entries when nentries + nkeys reaches this */
     st_tmap_alive_fn alive;
     void *alive_ctx;
+    st_tmap_fp_fn fp_fn; /* NULL: full footprints are kept in fps[] instead */
+    void *fp_ctx;
+    st_footprint *fps; /* parallel to pool, only without fp_fn */
 } st_tensormap;
 
 int st_tmap_init(st_tensormap *m); /* STRATA_ENOMEM on failure */
@@ -73,6 +83,10 @@ void st_tmap_reset(st_tensormap *m);
 /* Without an alive fn every entry counts as alive. */
 void st_tmap_set_alive_fn(st_tensormap *m, st_tmap_alive_fn fn, void *ctx);
 
+/* Rebuild footprints from the tasks instead of storing them (set before the
+ * first insert). Without it the map stores every footprint it is given. */
+void st_tmap_set_fp_fn(st_tensormap *m, st_tmap_fp_fn fn, void *ctx);
+
 /* Visit every live writer entry under key overlapping fp; with
  * include_readers also every live reader entry overlapping fp. Dead entries
  * met on the way are dropped. A ref may be visited more than once (a task
@@ -84,12 +98,12 @@ int st_tmap_lookup(st_tensormap *m, const strata_buffer_id *key, const st_footpr
  * footprint fp covers (and every dead one), then add it. STRATA_ENOMEM if
  * the map could not grow. */
 int st_tmap_insert_writer(st_tensormap *m, const strata_buffer_id *key, const st_footprint *fp,
-                          uint64_t ref);
+                          uint64_t ref, uint32_t argpos);
 
 /* Record a reader; skipped if the same ref with an identical footprint is
  * already the newest reader. STRATA_ENOMEM if the map could not grow. */
 int st_tmap_insert_reader(st_tensormap *m, const strata_buffer_id *key, const st_footprint *fp,
-                          uint64_t ref);
+                          uint64_t ref, uint32_t argpos);
 
 size_t st_tmap_live_entries(const st_tensormap *m); /* entries currently stored */
 size_t st_tmap_live_keys(const st_tensormap *m);    /* buffer identities currently stored */

@@ -87,6 +87,7 @@ int strata_worker_create(const strata_worker_config *cfg, strata_worker **out) {
                        cfg->task_window);
     }
     st_tmap_set_alive_fn(&w->tmap, tmap_alive, w);
+    st_tmap_set_fp_fn(&w->tmap, st_orch_fp_of, w); /* entries keep byte ranges only */
     /* Mapped shared now, before any child exists, so children see it at the same address. */
     rc = st_heap_init(&w->heap, cfg->heap_ring_bytes);
     if (rc != STRATA_OK) {

@@ -83,10 +83,10 @@ static void submit(st_tensormap *m, const strata_buffer_id *k, const st_footprin
         return;
     if (tag == STRATA_IN) {
         assert_int_equal(st_tmap_lookup(m, k, fp, 0, collect, d), 0);
-        assert_ok(st_tmap_insert_reader(m, k, fp, ref));
+        assert_ok(st_tmap_insert_reader(m, k, fp, ref, 0));
     } else {
         assert_int_equal(st_tmap_lookup(m, k, fp, 1, collect, d), 0);
-        assert_ok(st_tmap_insert_writer(m, k, fp, ref));
+        assert_ok(st_tmap_insert_writer(m, k, fp, ref, 0));
     }
 }
 
@@ -154,10 +154,10 @@ static void test_raw_war_waw_chain(void **state) {
     /* the same reader twice with the same view is stored once */
     submit(m, &k, &f, STRATA_IN, 7, &d);
     size_t n = st_tmap_live_entries(m);
-    assert_ok(st_tmap_insert_reader(m, &k, &f, 7));
+    assert_ok(st_tmap_insert_reader(m, &k, &f, 7, 0));
     assert_int_equal(st_tmap_live_entries(m), n);
     st_footprint half = range(0, 50);
-    assert_ok(st_tmap_insert_reader(m, &k, &half, 7));
+    assert_ok(st_tmap_insert_reader(m, &k, &half, 7, 0));
     assert_int_equal(st_tmap_live_entries(m), n + 1);
 }
 
@@ -394,7 +394,7 @@ static void test_growth_many_keys(void **state) {
     for (uint64_t i = 1; i <= n; i++) {
         strata_buffer_id k = {i * 0x10001, (uint32_t)(i & 3), (int32_t)(i % 5) - 1};
         st_footprint f = whole(8 + (i & 7));
-        assert_ok(st_tmap_insert_writer(m, &k, &f, i));
+        assert_ok(st_tmap_insert_writer(m, &k, &f, i, 0));
     }
     assert_int_equal(st_tmap_live_keys(m), n);
     assert_int_equal(st_tmap_live_entries(m), n);
@@ -615,9 +615,62 @@ static void test_random_semantics(void **state) {
     }
 }
 
+/* With an fp_fn the map keeps byte ranges only and rebuilds footprints from
+ * their tasks: every lookup must find exactly what the storing map finds. */
+static st_footprint rebuilt_tab[RT_TASKS + 1];
+
+static void rebuild_fp(void *ctx, uint64_t ref, uint32_t argpos, st_footprint *out) {
+    (void)ctx;
+    assert_int_equal(argpos, 3);
+    assert_true(ref >= 1 && ref <= RT_TASKS);
+    *out = rebuilt_tab[ref];
+}
+
+static void sorted_deps(deps *d) {
+    qsort(d->ref, (size_t)d->n, sizeof d->ref[0], cmp_u64);
+}
+
+static void test_rebuilt_footprints_match_stored(void **state) {
+    st_tensormap *stored = *state, rebuilt;
+    assert_ok(st_tmap_init(&rebuilt));
+    st_tmap_set_fp_fn(&rebuilt, rebuild_fp, NULL);
+    static deps d1, d2;
+    uint64_t st = 1234;
+    for (int trial = 0; trial < 60; trial++) {
+        st_tmap_reset(stored);
+        st_tmap_reset(&rebuilt);
+        for (int task = 1; task < RT_TASKS; task++) {
+            strata_buffer_id k = {(uint64_t)(ts_rand(&st) % RT_KEYS) + 1, 0, -1};
+            uint64_t bytes[RT_BYTES];
+            int nb;
+            st_footprint f = rand_view(&st, bytes, &nb);
+            rebuilt_tab[task] = f;
+            int writes = (int)(ts_rand(&st) % 3) != 0;
+            d1.n = d2.n = 0;
+            assert_ok(st_tmap_lookup(stored, &k, &f, writes, collect, &d1));
+            assert_ok(st_tmap_lookup(&rebuilt, &k, &f, writes, collect, &d2));
+            sorted_deps(&d1);
+            sorted_deps(&d2);
+            assert_int_equal(d1.n, d2.n);
+            for (int i = 0; i < d1.n; i++)
+                assert_int_equal(d1.ref[i], d2.ref[i]);
+            if (writes) {
+                assert_ok(st_tmap_insert_writer(stored, &k, &f, (uint64_t)task, 3));
+                assert_ok(st_tmap_insert_writer(&rebuilt, &k, &f, (uint64_t)task, 3));
+            } else {
+                assert_ok(st_tmap_insert_reader(stored, &k, &f, (uint64_t)task, 3));
+                assert_ok(st_tmap_insert_reader(&rebuilt, &k, &f, (uint64_t)task, 3));
+            }
+            assert_int_equal(st_tmap_live_entries(stored), st_tmap_live_entries(&rebuilt));
+        }
+    }
+    st_tmap_destroy(&rebuilt);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_tag_pairs, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_rebuilt_footprints_match_stored, setup, teardown),
         cmocka_unit_test_setup_teardown(test_raw_war_waw_chain, setup, teardown),
         cmocka_unit_test_setup_teardown(test_partial_overlaps, setup, teardown),
         cmocka_unit_test_setup_teardown(test_strided_disjoint, setup, teardown),
