@@ -290,6 +290,10 @@ static void handle_completion(strata_worker *w, st_completion *c) {
 }
 
 static void drain_completions(strata_worker *w) {
+    /* Look before taking: an exchange on an empty stack would still pull the
+     * contended line away from the endpoints pushing to it. */
+    if (atomic_load_explicit(&w->completions, memory_order_relaxed) == NULL)
+        return;
     st_completion *c = atomic_exchange(&w->completions, NULL);
     st_completion *fifo = NULL;
     while (c) { /* the stack is LIFO; handle in arrival order */
