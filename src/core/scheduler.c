@@ -14,6 +14,7 @@
  * sleeps. Passes are mutually exclusive, so "only the scheduler dispatches"
  * holds for whichever thread runs the pass.
  */
+#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -383,15 +384,38 @@ static void dispatch_next_singles(strata_worker *w, st_run *r) {
     }
 }
 
+/* Take an idle sub worker: the most recently idle one (its cache is warm),
+ * unless it last waited on the CPU this thread runs on while another idle one
+ * did not. On a small machine a task handed to a worker sharing the
+ * dispatcher's core waits for that core (a context switch each way). */
+static st_sub_state *take_idle_sub(strata_worker *w, int *here) {
+    int pick = w->nidle_subs - 1;
+    if (w->nidle_subs > 1) {
+        if (*here < 0)
+            *here = sched_getcpu();
+        for (int k = w->nidle_subs - 1; k >= 0 && *here >= 0; k--) {
+            if (atomic_load_explicit(&w->subs[w->idle_subs[k]].ep->last_cpu,
+                                     memory_order_relaxed) != *here) {
+                pick = k;
+                break;
+            }
+        }
+    }
+    int idx = w->idle_subs[pick];
+    w->idle_subs[pick] = w->idle_subs[--w->nidle_subs];
+    return &w->subs[idx];
+}
+
 static void dispatch_subs(strata_worker *w, st_run *r) {
     st_slot *s;
+    int here = -1; /* this thread's CPU, looked up once if a choice arises */
     while (w->nidle_subs > 0 && (s = front_ready(w, &r->sub_q)) != NULL) {
         if (s->nmembers > w->nidle_subs)
             return; /* a sub group waits for enough idle workers, in FIFO order */
         if (!take_for_dispatch(w, &r->sub_q, s))
             continue;
         for (uint16_t m = 0; m < s->nmembers; m++) {
-            st_sub_state *ss = &w->subs[w->idle_subs[--w->nidle_subs]];
+            st_sub_state *ss = take_idle_sub(w, &here);
             ss->busy = 1;
             dispatch_member(w, s, m, ss->ep, ++ss->dispatched);
         }

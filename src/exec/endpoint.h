@@ -75,10 +75,11 @@ typedef struct st_endpoint_ops {
 struct st_endpoint {
     const st_endpoint_ops *ops;
     st_engine *engine;
-    int is_sub;     /* 1: interchangeable sub worker; 0: next-level (directed) */
-    int worker_id;  /* next-level worker id, or sub worker index */
-    int capacity;   /* tasks it may hold at once (0 means 1); next-level only */
-    char label[64]; /* e.g. "sub 1", "chip sim:0"; used in error messages */
+    int is_sub;           /* 1: interchangeable sub worker; 0: next-level (directed) */
+    int worker_id;        /* next-level worker id, or sub worker index */
+    int capacity;         /* tasks it may hold at once (0 means 1); next-level only */
+    _Atomic int last_cpu; /* sub workers: the CPU they last waited on (-1 unknown) */
+    char label[64];       /* e.g. "sub 1", "chip sim:0"; used in error messages */
 };
 
 /* Hand a filled completion record to the engine (any thread, any time).

@@ -8,6 +8,7 @@
  * completing) ... -> STOP (engine, only while idle).
  */
 #include <pthread.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -58,6 +59,8 @@ void st_run_host_callable(const st_dispatch *d, st_completion *c) {
 static void *thread_ep_main(void *arg) {
     thread_ep *ep = arg;
     for (;;) {
+        /* Where this worker waits: the dispatcher prefers one not on its own CPU. */
+        atomic_store_explicit(&ep->base.last_cpu, sched_getcpu(), memory_order_relaxed);
         st_event_wait(&ep->mbox, MBOX_IDLE, ep->spin_ns, UINT64_MAX);
         uint32_t v = atomic_load_explicit(&ep->mbox.value, memory_order_acquire);
         if (v == MBOX_STOP)
@@ -110,6 +113,7 @@ int st_thread_endpoint_create(strata_worker *w, int index, st_endpoint **out) {
     ep->base.engine = w;
     ep->base.is_sub = 1;
     ep->base.worker_id = index;
+    atomic_init(&ep->base.last_cpu, -1);
     snprintf(ep->base.label, sizeof ep->base.label, "sub %d", index);
     ep->spin_ns = w->cfg.spin_ns;
     if (pthread_create(&ep->thread, NULL, thread_ep_main, ep) != 0) {
