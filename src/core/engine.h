@@ -121,7 +121,8 @@ struct strata_worker {
 
     pthread_t sched_thread;
     int sched_started;
-    st_event sched_ev; /* wakes the scheduler thread */
+    st_event sched_ev;         /* wakes the scheduler thread */
+    _Atomic int poll_inflight; /* tasks in flight on poll-driven endpoints */
     _Atomic int stopping;
 
     st_hook_fn hooks[ST_HOOK_COUNT];

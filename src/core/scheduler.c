@@ -230,6 +230,8 @@ static void mark_endpoint_idle(strata_worker *w, st_endpoint *ep) {
         st_next_state *ns = &w->next[ep->worker_id];
         if (ns->inflight > 0)
             ns->inflight--;
+        if (ep->ops->progress)
+            atomic_fetch_sub(&w->poll_inflight, 1);
     }
 }
 
@@ -324,6 +326,8 @@ static void dispatch_member(strata_worker *w, st_slot *s, uint16_t m, st_endpoin
         .args = &s->args[m],
         .cfg = &s->cfg,
     };
+    if (ep->ops->progress && atomic_fetch_add(&w->poll_inflight, 1) == 0)
+        st_event_bump(&w->sched_ev); /* the scheduler thread starts polling */
     ep->ops->dispatch(ep, &d);
 }
 
@@ -464,11 +468,13 @@ static void *sched_main(void *arg) {
     const int polling = has_poll_endpoints(w);
     uint32_t seen = atomic_load(&w->sched_ev.value);
     while (!atomic_load(&w->stopping)) {
-        if (polling) {
-            /* Poll-driven children: poll, and back off to a short sleep when quiet. */
+        if (polling && atomic_load(&w->poll_inflight) > 0) {
+            /* Work is out on poll-driven children: poll; when a round finds
+             * nothing, wait a little (or until woken) before the next one. */
             if (poll_endpoints(w) == 0)
                 st_event_wait(&w->sched_ev, seen, w->cfg.spin_ns, st_deadline_after(200000));
         } else {
+            /* Nothing to poll: sleep until a dispatch or stop bumps the word. */
             st_event_wait(&w->sched_ev, seen, 0, UINT64_MAX);
         }
         seen = atomic_load(&w->sched_ev.value);
