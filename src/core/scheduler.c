@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "core/engine.h"
+#include "exec/thread_endpoint.h"
 #include "util/assert.h"
 #include "util/clock.h"
 #include "util/error.h"
@@ -388,12 +389,23 @@ static void dispatch_next_singles(strata_worker *w, st_run *r) {
     }
 }
 
-/* Take an idle sub worker: the most recently idle one (its cache is warm),
- * unless it last waited on the CPU this thread runs on while another idle one
- * did not. On a small machine a task handed to a worker sharing the
- * dispatcher's core waits for that core (a context switch each way). */
+/* Take an idle sub worker. The dispatching thread itself when it is an idle
+ * sub worker of this engine (it runs the task next, with no hand-off: how a
+ * chain stays on one thread). Otherwise the most recently idle one (its cache
+ * is warm), unless it last waited on the CPU this thread runs on while
+ * another idle one did not: on a small machine a task handed to a worker
+ * sharing the dispatcher's core waits for that core (a switch each way). */
 static st_sub_state *take_idle_sub(strata_worker *w, int *here) {
     int pick = w->nidle_subs - 1;
+    st_endpoint *self = st_thread_endpoint_self();
+    if (self && self->engine == w && !w->subs[self->worker_id].busy) {
+        for (int k = w->nidle_subs - 1; k >= 0; k--)
+            if (w->idle_subs[k] == self->worker_id) {
+                int idx = w->idle_subs[k];
+                w->idle_subs[k] = w->idle_subs[--w->nidle_subs];
+                return &w->subs[idx];
+            }
+    }
     if (w->nidle_subs > 1) {
         if (*here < 0)
             *here = sched_getcpu();

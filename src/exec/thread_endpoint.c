@@ -56,8 +56,16 @@ void st_run_host_callable(const st_dispatch *d, st_completion *c) {
         snprintf(c->msg, sizeof c->msg, "returned %d", rc);
 }
 
+/* The sub worker this thread is (NULL on other threads). */
+static _Thread_local st_endpoint *tls_self;
+
+st_endpoint *st_thread_endpoint_self(void) {
+    return tls_self;
+}
+
 static void *thread_ep_main(void *arg) {
     thread_ep *ep = arg;
+    tls_self = &ep->base;
     for (;;) {
         /* Where this worker waits: the dispatcher prefers one not on its own CPU. */
         atomic_store_explicit(&ep->base.last_cpu, sched_getcpu(), memory_order_relaxed);
