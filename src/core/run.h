@@ -41,8 +41,9 @@ struct strata_worker;
  * phase is stored and read after it is observed) and `refs`. */
 typedef struct strata_run_handle {
     uint64_t id;
-    st_event phase;   /* st_run_phase; waiters park on it */
-    _Atomic int refs; /* the caller's handle + the engine's until retirement */
+    st_event phase;                 /* st_run_phase; waiters park on it */
+    _Atomic int caller_shares_core; /* a sub task went to a worker on the caller's CPU */
+    _Atomic int refs;               /* the caller's handle + the engine's until retirement */
     struct strata_worker *w;
     uint32_t spin_ns; /* waiters spin this long before parking (the worker's setting) */
     st_lease lease;

@@ -316,13 +316,14 @@ static void drain_completions(strata_worker *w) {
 /* ---- dispatch ------------------------------------------------------------- */
 
 static void dispatch_member(strata_worker *w, st_slot *s, uint16_t m, st_endpoint *ep,
-                            uint32_t dispatch_id) {
+                            uint32_t dispatch_id, int caller_cpu) {
     s->member_state[m] = ST_MEMBER_RUNNING;
     st_dispatch d = {
         .ref = st_ref_of(s),
         .run_id = s->run->id,
         .member = m,
         .dispatch_id = dispatch_id,
+        .caller_cpu = caller_cpu,
         .callable = w->callables[s->callable],
         .args = &s->args[m],
         .cfg = &s->cfg,
@@ -367,7 +368,7 @@ static void dispatch_next_groups(strata_worker *w, st_run *r) {
         for (uint16_t m = 0; m < s->nmembers; m++) {
             st_next_state *ns = &w->next[s->targets[m]];
             ns->inflight++;
-            dispatch_member(w, s, m, ns->ep, ++ns->dispatched);
+            dispatch_member(w, s, m, ns->ep, ++ns->dispatched, -1);
         }
     }
 }
@@ -384,7 +385,7 @@ static void dispatch_next_singles(strata_worker *w, st_run *r) {
             if (!take_for_dispatch(w, &r->directed_q[i], s))
                 continue;
             ns->inflight++;
-            dispatch_member(w, s, 0, ns->ep, ++ns->dispatched);
+            dispatch_member(w, s, 0, ns->ep, ++ns->dispatched, -1);
         }
     }
 }
@@ -433,7 +434,15 @@ static void dispatch_subs(strata_worker *w, st_run *r) {
         for (uint16_t m = 0; m < s->nmembers; m++) {
             st_sub_state *ss = take_idle_sub(w, &here);
             ss->busy = 1;
-            dispatch_member(w, s, m, ss->ep, ++ss->dispatched);
+            int caller_cpu = -1; /* a caller (not a sub worker) will wait for this */
+            if (!st_thread_endpoint_self()) {
+                if (here < 0)
+                    here = sched_getcpu();
+                caller_cpu = here;
+                if (atomic_load_explicit(&ss->ep->last_cpu, memory_order_relaxed) == here)
+                    atomic_store_explicit(&r->caller_shares_core, 1, memory_order_relaxed);
+            }
+            dispatch_member(w, s, m, ss->ep, ++ss->dispatched, caller_cpu);
         }
     }
 }

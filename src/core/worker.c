@@ -353,8 +353,11 @@ int strata_run_wait(strata_run_handle *h, uint64_t timeout_ns) {
         uint32_t p = phase_of(h);
         if (st_run_terminal_phase(p))
             return run_result(h);
-        if (st_event_wait(&h->phase, p, h->spin_ns, deadline) < 0 &&
-            !st_run_terminal_phase(phase_of(h)))
+        /* Spinning would only hold the core the run's worker needs. */
+        int yield = atomic_load_explicit(&h->caller_shares_core, memory_order_relaxed);
+        int rc = yield ? st_event_wait_yielding(&h->phase, p, h->spin_ns, deadline)
+                       : st_event_wait(&h->phase, p, h->spin_ns, deadline);
+        if (rc < 0 && !st_run_terminal_phase(phase_of(h)))
             return st_fail(STRATA_ETIMEDOUT, "strata_run_wait: run %llu still %s after %.3f s",
                            (unsigned long long)h->id, st_run_phase_name(phase_of(h)),
                            (double)timeout_ns / 1e9);

@@ -37,6 +37,8 @@ typedef struct st_dispatch {
     uint64_t run_id;
     uint32_t member;      /* group member index (0 for a single task) */
     uint32_t dispatch_id; /* per-endpoint sequence number, from 1 */
+    int caller_cpu;       /* CPU of a dispatching caller that waits (not a sub worker), or -1:
+                             a worker on the same CPU yields early instead of spinning */
     const st_callable_info *callable;
     const strata_task_args *args;  /* valid until the completion is posted; only up to
                                       its last used tensor: copy with strata_args_copy */

@@ -66,15 +66,20 @@ st_endpoint *st_thread_endpoint_self(void) {
 static void *thread_ep_main(void *arg) {
     thread_ep *ep = arg;
     tls_self = &ep->base;
+    int shares_core = 0; /* the last task came from a caller on this CPU */
     for (;;) {
         /* Where this worker waits: the dispatcher prefers one not on its own CPU. */
         atomic_store_explicit(&ep->base.last_cpu, sched_getcpu(), memory_order_relaxed);
-        st_event_wait(&ep->mbox, MBOX_IDLE, ep->spin_ns, UINT64_MAX);
+        if (shares_core) /* the caller needs this core to go on: give it away early */
+            st_event_wait_yielding(&ep->mbox, MBOX_IDLE, ep->spin_ns, UINT64_MAX);
+        else
+            st_event_wait(&ep->mbox, MBOX_IDLE, ep->spin_ns, UINT64_MAX);
         uint32_t v = atomic_load_explicit(&ep->mbox.value, memory_order_acquire);
         if (v == MBOX_STOP)
             break;
         if (v != MBOX_TASK)
             continue;
+        shares_core = ep->d.caller_cpu >= 0 && ep->d.caller_cpu == sched_getcpu();
         st_run_host_callable(&ep->d, &ep->comp);
         /* Idle before completing: the engine may dispatch again right away. */
         atomic_store_explicit(&ep->mbox.value, MBOX_IDLE, memory_order_release);

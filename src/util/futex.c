@@ -49,11 +49,11 @@ void st_futex_wake(_Atomic uint32_t *word, int n) {
  * few iterations (a peer sharing this core needs it to make progress).
  * 0: the word changed; 1: spin_ns elapsed; -1: deadline_ns passed. */
 static int spin_while_equal(_Atomic uint32_t *word, uint32_t expected, uint32_t spin_ns,
-                            uint64_t deadline_ns) {
+                            unsigned burst, uint64_t deadline_ns) {
     uint64_t spin_end = st_now_ns() + spin_ns;
     for (unsigned n = 1; atomic_load_explicit(word, memory_order_acquire) == expected; n++) {
         st_cpu_relax();
-        if (n < ST_SPIN_BURST || (n & ST_SPIN_YIELD_MASK) != 0)
+        if (n < burst || (n & ST_SPIN_YIELD_MASK) != 0)
             continue;
         uint64_t now = st_now_ns();
         if (now >= deadline_ns)
@@ -65,10 +65,11 @@ static int spin_while_equal(_Atomic uint32_t *word, uint32_t expected, uint32_t 
     return 0;
 }
 
-int st_event_wait(st_event *ev, uint32_t expected, uint32_t spin_ns, uint64_t deadline_ns) {
+static int event_wait(st_event *ev, uint32_t expected, uint32_t spin_ns, unsigned burst,
+                      uint64_t deadline_ns) {
     if (atomic_load(&ev->value) != expected)
         return 0;
-    int spun = spin_while_equal(&ev->value, expected, spin_ns, deadline_ns);
+    int spun = spin_while_equal(&ev->value, expected, spin_ns, burst, deadline_ns);
     if (spun <= 0)
         return spun;
     int rc = 0;
@@ -82,6 +83,15 @@ int st_event_wait(st_event *ev, uint32_t expected, uint32_t spin_ns, uint64_t de
     }
     atomic_fetch_sub(&ev->sleepers, 1);
     return rc;
+}
+
+int st_event_wait(st_event *ev, uint32_t expected, uint32_t spin_ns, uint64_t deadline_ns) {
+    return event_wait(ev, expected, spin_ns, ST_SPIN_BURST, deadline_ns);
+}
+
+int st_event_wait_yielding(st_event *ev, uint32_t expected, uint32_t spin_ns,
+                           uint64_t deadline_ns) {
+    return event_wait(ev, expected, spin_ns, 0, deadline_ns);
 }
 
 void st_event_set(st_event *ev, uint32_t value) {

@@ -38,6 +38,10 @@ typedef struct st_event {
  * differs, -1 at deadline_ns. */
 int st_event_wait(st_event *ev, uint32_t expected, uint32_t spin_ns, uint64_t deadline_ns);
 
+/* Like st_event_wait, but yields the CPU from the start of the spin: for a
+ * waiter that shares its core with the thread that will answer. */
+int st_event_wait_yielding(st_event *ev, uint32_t expected, uint32_t spin_ns, uint64_t deadline_ns);
+
 /* Store a new value and wake every sleeper. */
 void st_event_set(st_event *ev, uint32_t value);
 
