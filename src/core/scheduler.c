@@ -396,9 +396,8 @@ static void dispatch_next_singles(strata_worker *w, st_run *r) {
  * is warm), unless it last waited on the CPU this thread runs on while
  * another idle one did not: on a small machine a task handed to a worker
  * sharing the dispatcher's core waits for that core (a switch each way). */
-static st_sub_state *take_idle_sub(strata_worker *w, int *here) {
+static st_sub_state *take_idle_sub(strata_worker *w, st_endpoint *self, int *here) {
     int pick = w->nidle_subs - 1;
-    st_endpoint *self = st_thread_endpoint_self();
     if (self && self->engine == w && !w->subs[self->worker_id].busy) {
         for (int k = w->nidle_subs - 1; k >= 0; k--)
             if (w->idle_subs[k] == self->worker_id) {
@@ -425,17 +424,18 @@ static st_sub_state *take_idle_sub(strata_worker *w, int *here) {
 
 static void dispatch_subs(strata_worker *w, st_run *r) {
     st_slot *s;
-    int here = -1; /* this thread's CPU, looked up once if a choice arises */
+    int here = -1;                                 /* this thread's CPU, looked up once if needed */
+    st_endpoint *self = st_thread_endpoint_self(); /* NULL: a caller that will wait */
     while (w->nidle_subs > 0 && (s = front_ready(w, &r->sub_q)) != NULL) {
         if (s->nmembers > w->nidle_subs)
             return; /* a sub group waits for enough idle workers, in FIFO order */
         if (!take_for_dispatch(w, &r->sub_q, s))
             continue;
         for (uint16_t m = 0; m < s->nmembers; m++) {
-            st_sub_state *ss = take_idle_sub(w, &here);
+            st_sub_state *ss = take_idle_sub(w, self, &here);
             ss->busy = 1;
-            int caller_cpu = -1; /* a caller (not a sub worker) will wait for this */
-            if (!st_thread_endpoint_self()) {
+            int caller_cpu = -1;
+            if (!self) {
                 if (here < 0)
                     here = sched_getcpu();
                 caller_cpu = here;
