@@ -42,6 +42,9 @@ typedef struct strata_worker_config {
     uint64_t heap_ring_bytes;     /* bytes of each of the 4 heap rings (default 64 MiB) */
     uint64_t capacity_timeout_ns; /* bound on waiting for a slot or heap space (default 10 s) */
     uint32_t spin_ns;             /* busy-wait before parking a waiting thread (default 20 us) */
+    int help_while_waiting;       /* 1: a thread in an unbounded strata_run_wait / strata_run
+                                     runs sub tasks no sub worker has started yet (default 1);
+                                     0: sub task bodies only ever run on sub worker threads */
 } strata_worker_config;
 
 void strata_worker_config_init(strata_worker_config *cfg);
@@ -90,7 +93,10 @@ int strata_submit(strata_worker *w, strata_orch_fn fn, void *arg, strata_run_han
 
 /* Wait until the run is finished. STRATA_OK if it completed; the run's error
  * status if it failed (message in strata_last_error()); STRATA_ETIMEDOUT if
- * timeout_ns passed first (the run goes on). */
+ * timeout_ns passed first (the run goes on). With STRATA_WAIT_FOREVER and
+ * help_while_waiting set, the waiting thread may run single sub tasks (never
+ * group members) of this run, or of runs ahead of it, that a sub worker has not
+ * started yet. */
 int strata_run_wait(strata_run_handle *h, uint64_t timeout_ns);
 
 /* 1 if finished (completed or failed), 0 if not. */

@@ -41,11 +41,13 @@ typedef enum st_worker_state {
 } st_worker_state;
 
 /* Named points where tests may inject an action (DESIGN §10). Hooks run on
- * the engine's thread with the engine lock held; they may call the
- * st_hook_* helpers below. */
+ * the engine's thread with the engine lock held (they may call the st_hook_*
+ * helpers below), except where noted. Set them before strata_worker_init. */
 typedef enum st_hook_point {
     ST_HOOK_BEFORE_DISPATCH_CLAIM = 0, /* a READY task was picked; not yet claimed */
     ST_HOOK_AFTER_WIRING,              /* a task's edges are wired; not yet published */
+    ST_HOOK_SUB_BEFORE_CLAIM,          /* a sub worker thread found a task in its mailbox
+                                          and has not claimed it (no lock held; ref 0) */
     ST_HOOK_COUNT
 } st_hook_point;
 
@@ -108,6 +110,7 @@ struct strata_worker {
     /* Runs: FIFO of admitted, unretired runs (head first). */
     st_run *fifo_head, *fifo_tail;
     int live_runs;
+    _Atomic int lingering_helpers; /* retired runs a waiting thread still helps (helping.c) */
     uint64_t next_run_id;
     int building; /* a run is being built */
     uint32_t lease_gen[2];

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "core/engine.h"
+#include "core/helping.h"
 #include "util/assert.h"
 #include "util/error.h"
 
@@ -140,6 +141,9 @@ static void retire(strata_worker *w, st_run *r) {
     free_queues(r); /* only stale entries are left; a held handle keeps none */
     w->lease_used[r->lease.slot] = 0;
     w->live_runs--;
+    /* Before the terminal phase: a thread still helping keeps close waiting. */
+    if (atomic_fetch_or(&r->help_state, ST_HELP_RETIRED) != 0)
+        atomic_fetch_add(&w->lingering_helpers, 1);
     r->is_head = 0;
     set_phase(r, st_run_failed(r) ? ST_RUN_FAILED : ST_RUN_COMPLETED);
     st_event_bump(&w->admit_ev);
@@ -198,6 +202,7 @@ int st_run_begin(strata_worker *w, st_run **out) {
     r->id = ++w->next_run_id;
     r->w = w;
     r->spin_ns = w->cfg.spin_ns;
+    r->help_while_waiting = w->cfg.help_while_waiting;
     r->directed_q = dq;
     r->ndirected = w->nnext;
     atomic_store(&r->refs, 2); /* caller + engine */

@@ -44,8 +44,12 @@ typedef struct strata_run_handle {
     st_event phase;                 /* st_run_phase; waiters park on it */
     _Atomic int caller_shares_core; /* a sub task went to a worker on the caller's CPU */
     _Atomic int refs;               /* the caller's handle + the engine's until retirement */
+    _Atomic uint32_t help_state;    /* waiting threads inside a help attempt | retired bit
+                                       (core/helping.c) */
     struct strata_worker *w;
-    uint32_t spin_ns; /* waiters spin this long before parking (the worker's setting) */
+    uint32_t spin_ns;       /* waiters spin this long before parking (the worker's setting) */
+    int help_while_waiting; /* the worker's setting: waiters read it, not the worker, which
+                               may be gone once the run retired */
     st_lease lease;
     int64_t active_tasks; /* slots of this run not yet consumed: the fence */
     uint64_t next_seq;    /* task numbers within the run */

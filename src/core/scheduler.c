@@ -324,6 +324,7 @@ static void dispatch_member(strata_worker *w, st_slot *s, uint16_t m, st_endpoin
         .member = m,
         .dispatch_id = dispatch_id,
         .caller_cpu = caller_cpu,
+        .lendable = s->nmembers == 1,
         .callable = w->callables[s->callable],
         .args = &s->args[m],
         .cfg = &s->cfg,

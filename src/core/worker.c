@@ -6,10 +6,12 @@
  * before engine threads exist), or free a run record the caller still holds.
  */
 #include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/engine.h"
+#include "core/helping.h"
 #include "exec/thread_endpoint.h"
 #include "util/clock.h"
 #include "util/error.h"
@@ -30,6 +32,7 @@ void strata_worker_config_init(strata_worker_config *cfg) {
     cfg->heap_ring_bytes = 64ull << 20;
     cfg->capacity_timeout_ns = 10ull * 1000000000ull;
     cfg->spin_ns = 20000;
+    cfg->help_while_waiting = 1;
 }
 
 static int check_config(const strata_worker_config *c) {
@@ -58,6 +61,9 @@ static int check_config(const strata_worker_config *c) {
     if (c->spin_ns > 10000000)
         return st_fail(STRATA_EINVAL, "strata_worker_create: spin_ns = %u (at most 10 ms)",
                        c->spin_ns);
+    if (c->help_while_waiting != 0 && c->help_while_waiting != 1)
+        return st_fail(STRATA_EINVAL, "strata_worker_create: help_while_waiting = %d (0 or 1)",
+                       c->help_while_waiting);
     return STRATA_OK;
 }
 
@@ -255,6 +261,10 @@ int strata_worker_close(strata_worker *w) {
         st_engine_wait(w, &w->admit_ev, seen, UINT64_MAX);
     }
     st_engine_unlock(w);
+    /* A thread that helped a retired run may still be looking at the sub
+     * workers for a moment (core/helping.c). */
+    while (atomic_load(&w->lingering_helpers) > 0)
+        sched_yield();
     if (!was_running) {
         /* Never initialised: endpoints added but never started. */
         for (int i = 0; i < w->nnext; i++) {
@@ -349,10 +359,16 @@ int strata_run_wait(strata_run_handle *h, uint64_t timeout_ns) {
     if (!h)
         return st_fail(STRATA_EINVAL, "strata_run_wait: handle is NULL");
     uint64_t deadline = st_deadline_after(timeout_ns);
+    /* Only an unbounded wait helps: a task it takes could outlast a deadline. */
+    int help = timeout_ns == STRATA_WAIT_FOREVER && !tls_orchestrating && st_help_allowed_here(h);
     for (;;) {
         uint32_t p = phase_of(h);
         if (st_run_terminal_phase(p))
             return run_result(h);
+        if (help) {
+            st_wait_helping(h, p);
+            continue;
+        }
         /* Spinning would only hold the core the run's worker needs. */
         int yield = atomic_load_explicit(&h->caller_shares_core, memory_order_relaxed);
         int rc = yield ? st_event_wait_yielding(&h->phase, p, h->spin_ns, deadline)

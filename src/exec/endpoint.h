@@ -39,6 +39,8 @@ typedef struct st_dispatch {
     uint32_t dispatch_id; /* per-endpoint sequence number, from 1 */
     int caller_cpu;       /* CPU of a dispatching caller that waits (not a sub worker), or -1:
                              a worker on the same CPU yields early instead of spinning */
+    int lendable;         /* a single task (not a group member): a waiting thread may run
+                             it if the endpoint has not started it (ops->lend) */
     const st_callable_info *callable;
     const strata_task_args *args;  /* valid until the completion is posted; only up to
                                       its last used tensor: copy with strata_args_copy */
@@ -71,6 +73,12 @@ typedef struct st_endpoint_ops {
     void (*stop)(st_endpoint *ep);
     /* Join threads and free. Called once after stop, when nothing is in flight. */
     void (*destroy)(st_endpoint *ep);
+    /* Run a lendable task that was dispatched to ep but not started yet on the
+     * calling thread (a thread waiting for its run), and complete it as ep
+     * would. Only tasks of runs up to max_run_id are taken. 1 if a task ran.
+     * May be NULL (the endpoint never lends: chips, processes). Any thread,
+     * no lock held. */
+    int (*lend)(st_endpoint *ep, uint64_t max_run_id);
 } st_endpoint_ops;
 
 /* Endpoint header: concrete endpoints embed this as their first member. */

@@ -3,9 +3,15 @@
  *
  * Owns: the worker thread and its mailbox.
  * Must never: touch engine state directly; everything goes through
- * st_endpoint_complete(). The mailbox word is the only shared state:
- * IDLE -> TASK (engine, after copying the dispatch) -> IDLE (worker, before
- * completing) ... -> STOP (engine, only while idle).
+ * st_endpoint_complete(). The mailbox word is the only shared state. Its
+ * transitions, each made by exactly one party:
+ *   IDLE    -> TASK | PINNED  dispatch (engine, after copying the dispatch;
+ *                             PINNED: a group member, never lent)
+ *   TASK | PINNED -> RUNNING  the worker claims it (compare-and-swap)
+ *   TASK    -> LENT           a waiting thread claims it instead (lend)
+ *   LENT    -> TASK           that thread gives back a task of a later run
+ *   RUNNING | LENT -> IDLE    whoever ran it, before completing it
+ *   IDLE    -> STOP           engine, at close (nothing in flight)
  */
 #include <pthread.h>
 #include <sched.h>
@@ -19,14 +25,14 @@
 #include "util/error.h"
 #include "util/futex.h"
 
-enum { MBOX_IDLE = 0, MBOX_TASK = 1, MBOX_STOP = 2 };
+enum { MBOX_IDLE = 0, MBOX_TASK, MBOX_PINNED, MBOX_RUNNING, MBOX_LENT, MBOX_STOP };
 
 typedef struct thread_ep {
     st_endpoint base;
     pthread_t thread;
     st_event mbox;
     uint32_t spin_ns;
-    st_dispatch d;      /* valid while mbox == TASK */
+    st_dispatch d;      /* valid while mbox is neither IDLE nor STOP */
     st_completion comp; /* reused per task; free again once the engine dispatches anew */
 } thread_ep;
 
@@ -63,6 +69,13 @@ st_endpoint *st_thread_endpoint_self(void) {
     return tls_self;
 }
 
+/* Take the task in the mailbox (word value v) for this thread; 0 if a
+ * waiting thread took it first. */
+static int claim_task(thread_ep *ep, uint32_t v) {
+    st_hook(ep->base.engine, ST_HOOK_SUB_BEFORE_CLAIM, 0); /* d may change until claimed */
+    return atomic_compare_exchange_strong(&ep->mbox.value, &v, MBOX_RUNNING);
+}
+
 static void *thread_ep_main(void *arg) {
     thread_ep *ep = arg;
     tls_self = &ep->base;
@@ -77,7 +90,12 @@ static void *thread_ep_main(void *arg) {
         uint32_t v = atomic_load_explicit(&ep->mbox.value, memory_order_acquire);
         if (v == MBOX_STOP)
             break;
-        if (v != MBOX_TASK)
+        if (v == MBOX_LENT) {
+            /* A waiting thread runs it; it is likely on this core: give way. */
+            st_event_wait_yielding(&ep->mbox, MBOX_LENT, ep->spin_ns, UINT64_MAX);
+            continue;
+        }
+        if ((v != MBOX_TASK && v != MBOX_PINNED) || !claim_task(ep, v))
             continue;
         shares_core = ep->d.caller_cpu >= 0 && ep->d.caller_cpu == sched_getcpu();
         st_run_host_callable(&ep->d, &ep->comp);
@@ -96,7 +114,25 @@ static void thread_ep_dispatch(st_endpoint *base, const st_dispatch *d) {
         return;
     }
     ep->d = *d;
-    st_event_set(&ep->mbox, MBOX_TASK);
+    st_event_set(&ep->mbox, d->lendable ? MBOX_TASK : MBOX_PINNED);
+}
+
+/* The waiting thread runs the task instead of this worker, which may still be
+ * waking up (or be parked on the waiter's own core). */
+static int thread_ep_lend(st_endpoint *base, uint64_t max_run_id) {
+    thread_ep *ep = (thread_ep *)base;
+    uint32_t v = MBOX_TASK;
+    if (atomic_load_explicit(&ep->mbox.value, memory_order_relaxed) != MBOX_TASK ||
+        !atomic_compare_exchange_strong(&ep->mbox.value, &v, MBOX_LENT))
+        return 0;
+    if (ep->d.run_id > max_run_id) { /* the awaited run is over already */
+        st_event_set(&ep->mbox, MBOX_TASK);
+        return 0;
+    }
+    st_run_host_callable(&ep->d, &ep->comp);
+    st_event_set(&ep->mbox, MBOX_IDLE); /* wakes the worker if it parked on LENT */
+    st_endpoint_complete(&ep->base, &ep->comp);
+    return 1;
 }
 
 static void thread_ep_stop(st_endpoint *base) {
@@ -116,6 +152,7 @@ static const st_endpoint_ops thread_ep_ops = {
     .activate = NULL,
     .stop = thread_ep_stop,
     .destroy = thread_ep_destroy,
+    .lend = thread_ep_lend,
 };
 
 int st_thread_endpoint_create(strata_worker *w, int index, st_endpoint **out) {

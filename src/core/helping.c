@@ -1,0 +1,104 @@
+/* core/helping.c - a thread waiting for a run runs that run's sub tasks.
+ *
+ * Owns: the waiting loop of an unbounded strata_run_wait() that, while it
+ * spins, takes lendable sub tasks a sub worker has not started yet (the
+ * endpoint's lend op) and runs them itself; and the handshake that keeps the
+ * worker alive while such a thread still looks at its sub workers.
+ * Must never: take a task while the waited run is finished (a task of a later
+ * run is given back), help from inside a task body or an orchestration
+ * function, or touch the worker once the run retired and it left.
+ *
+ * Why: a parked sub worker needs microseconds to wake, and on a small machine
+ * it may wake on the waiter's own core and wait for it. The waiter is idle
+ * and hot; running the task itself turns a hand-off into a call (libgomp's
+ * taskwait does the same).
+ *
+ * The handshake. r->help_state counts threads inside a help attempt on r, and
+ * its ST_HELP_RETIRED bit is set once by retirement (run.c), which also counts
+ * the run in w->lingering_helpers if a helper was inside. A helper only enters
+ * while the bit is clear, so each helper inside was seen by retirement; the
+ * last one to leave after it uncounts the run, as its last access to the
+ * worker. strata_worker_close polls lingering_helpers down to zero before it
+ * stops the sub workers (a helper of a retired run is between two checks,
+ * never inside a task of it), so the worker and its endpoints outlive every
+ * helper. A helper enters once per spell of spinning: a per-check handshake
+ * would bounce the run record's cache line against the scheduler.
+ */
+#include <sched.h>
+
+#include "core/engine.h"
+#include "core/helping.h"
+#include "exec/thread_endpoint.h"
+#include "util/clock.h"
+#include "util/futex.h"
+
+/* Relax hints between yields once the first burst is over (as util/futex.c). */
+#define HELP_SPIN_BURST 32
+#define HELP_YIELD_MASK 3
+
+static _Thread_local int tls_helping; /* this thread runs a lent task right now */
+
+int st_help_allowed_here(const st_run *r) {
+    return r->help_while_waiting && !tls_helping && st_thread_endpoint_self() == NULL;
+}
+
+/* Enter a help attempt on r: 0 if r retired (the worker may be gone). */
+static int help_enter(st_run *r) {
+    uint32_t v = atomic_load(&r->help_state);
+    do {
+        if (v & ST_HELP_RETIRED)
+            return 0;
+    } while (!atomic_compare_exchange_weak(&r->help_state, &v, v + 1));
+    return 1;
+}
+
+/* Leave; after this the worker may be gone. */
+static void help_exit(st_run *r) {
+    strata_worker *w = r->w;
+    if (atomic_fetch_sub(&r->help_state, 1) == (ST_HELP_RETIRED | 1))
+        atomic_fetch_sub(&w->lingering_helpers, 1); /* last access: close polls this */
+}
+
+/* One pass over the sub workers; 1 if a task ran on this thread. */
+static int help_once(strata_worker *w, uint64_t run_id) {
+    for (int i = 0; i < w->nsubs; i++) {
+        st_endpoint *ep = w->subs[i].ep;
+        if (!ep->ops->lend)
+            continue;
+        tls_helping = 1;
+        int ran = ep->ops->lend(ep, run_id);
+        tls_helping = 0;
+        if (ran)
+            return 1;
+    }
+    return 0;
+}
+
+void st_wait_helping(st_run *r, uint32_t phase) {
+    if (!help_enter(r))
+        return; /* retired: the phase has moved on */
+    strata_worker *w = r->w;
+    int yield_early = atomic_load_explicit(&r->caller_shares_core, memory_order_relaxed);
+    uint64_t spin_end = st_now_ns() + r->spin_ns;
+    unsigned n = 1;
+    int park = 0;
+    while (atomic_load_explicit(&r->phase.value, memory_order_acquire) == phase) {
+        if (help_once(w, r->id)) {
+            spin_end = st_now_ns() + r->spin_ns; /* more may follow: keep looking */
+            n = 1;
+            continue;
+        }
+        st_cpu_relax();
+        n++;
+        if ((!yield_early && n < HELP_SPIN_BURST) || (n & HELP_YIELD_MASK) != 0)
+            continue;
+        if (st_now_ns() >= spin_end) {
+            park = 1; /* nothing to take for a while */
+            break;
+        }
+        sched_yield();
+    }
+    help_exit(r);
+    if (park)
+        st_event_wait(&r->phase, phase, 0, UINT64_MAX);
+}
