@@ -2,7 +2,9 @@
 # scripts/test.sh - build strata and run every test the way CI does.
 #
 # Owns: the list of test stages and their order:
-#   1. normal build (RelWithDebInfo) + every CTest test
+#   1. normal build (RelWithDebInfo) + every CTest test + an install check
+#      (scripts/check_install.sh: the README's first program built against
+#      the installed tree through pkg-config)
 #   2. AddressSanitizer + UBSan build + every CTest test
 #   3. ThreadSanitizer build + the tests labelled "concurrency"
 #   4. benchmark smoke run: each bench executable with --quick must exit 0
@@ -177,6 +179,7 @@ stage_normal() {
     }
     normal_build_failed=0
     run_stage "test" ctest --test-dir "$dir" --output-on-failure --no-tests=error -j"$JOBS"
+    run_stage "install" "$ROOT/scripts/check_install.sh" "$dir"
 }
 
 stage_asan() {
