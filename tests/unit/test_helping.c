@@ -172,6 +172,43 @@ static void test_lend_gives_back_task_of_later_run(void **state) {
     destroy(f);
 }
 
+/* Two threads wait for one run whose worker is held: one of them runs each
+ * task, exactly once, and both see the run finish. */
+typedef struct second_waiter {
+    strata_run_handle *h;
+    int rc;
+} second_waiter;
+
+static void *second_waiter_main(void *arg) {
+    second_waiter *sw = arg;
+    sw->rc = strata_run_wait(sw->h, STRATA_WAIT_FOREVER);
+    return NULL;
+}
+
+static int orch_four(strata_orch *o, void *arg) {
+    for (int i = 0; i < 4; i++)
+        STRATA_TRY(orch_tasks(o, arg));
+    return STRATA_OK;
+}
+
+static void test_two_waiters_run_each_task_once(void **state) {
+    (void)state;
+    fixture *f = make(1, 1, 0, 1);
+    for (int round = 0; round < 20; round++) {
+        atomic_store(&f->ran, 0);
+        second_waiter sw = {0};
+        assert_ok(strata_submit(f->w, orch_four, f, &sw.h));
+        pthread_t t;
+        assert_int_equal(pthread_create(&t, NULL, second_waiter_main, &sw), 0);
+        assert_ok(strata_run_wait(sw.h, STRATA_WAIT_FOREVER));
+        pthread_join(t, NULL);
+        assert_ok(sw.rc);
+        assert_int_equal(atomic_load(&f->ran), 4);
+        assert_ok(strata_run_release(sw.h));
+    }
+    destroy(f);
+}
+
 /* ---- a helping waiter racing the worker's close and destroy ---- */
 
 typedef struct waiter {
@@ -251,6 +288,7 @@ int main(void) {
         cmocka_unit_test(test_bounded_wait_does_not_help),
         cmocka_unit_test(test_help_while_waiting_off_keeps_bodies_on_sub_workers),
         cmocka_unit_test(test_lend_gives_back_task_of_later_run),
+        cmocka_unit_test(test_two_waiters_run_each_task_once),
         cmocka_unit_test(test_close_and_destroy_race_a_helping_waiter),
         cmocka_unit_test(test_help_while_waiting_must_be_0_or_1),
     };
