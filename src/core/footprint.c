@@ -63,9 +63,51 @@ static inline int decompose(uint64_t offset, const uint64_t *lv, const uint64_t 
     return 1;
 }
 
+/* The general computation below, specialised to a 1-D view with unit stride
+ * (a vector, a byte range, a flattened tile): the commonest argument, built
+ * on every submit. Same result field for field. */
+static void footprint_of_vector(const strata_tensor *t, uint32_t elem, st_footprint *out) {
+    uint64_t n = (uint64_t)t->shape[0];
+    out->offset = t->offset;
+    out->elem = elem;
+    out->rank = 1;
+    out->reserved_ = 0;
+    memset(out->shape, 0, sizeof out->shape);
+    memset(out->strides, 0, sizeof out->strides);
+    out->shape[0] = t->shape[0];
+    out->strides[0] = 1;
+    out->lo = t->offset;
+    out->hi = t->offset + n * elem;
+    out->dense = 1;
+    /* Levels: the axis (byte stride elem, count n) when n > 1, then the
+     * element axis (1, elem) unless the axis already has stride 1. */
+    int m = 0;
+    if (n > 1) {
+        out->lv[m] = elem;
+        out->box_n[m++] = n;
+    }
+    if (elem > 1 || m == 0) {
+        out->lv[m] = 1;
+        out->box_n[m++] = elem;
+    }
+    if (m == 1) { /* a single level: the offset is the digit */
+        out->box_lo[0] = t->offset;
+        out->nlev = 1;
+        return;
+    }
+    /* Two levels (elem, 1): a box iff the offset is a multiple of elem. */
+    out->box_lo[0] = div_by(t->offset, elem);
+    out->box_lo[1] = t->offset - out->box_lo[0] * elem;
+    out->nlev = out->box_lo[1] == 0 ? 2 : 0;
+}
+
 void st_footprint_of(const strata_tensor *t, st_footprint *out) {
     int rank = t->rank > STRATA_MAX_RANK ? STRATA_MAX_RANK : t->rank;
     uint32_t elem = elem_size(t->dtype);
+    if (rank == 1 && t->strides[0] == 1 && t->shape[0] > 0) {
+        footprint_of_vector(t, elem, out);
+        return;
+    }
     out->offset = t->offset;
     out->elem = elem;
     out->rank = (uint8_t)rank;

@@ -440,8 +440,47 @@ static void test_interleaved_and_partial(void **state) {
     assert_false(st_footprint_covers(&fp, &fq));
 }
 
+/* A 1-D unit-stride view takes a shortcut in st_footprint_of; it must give
+ * what the general computation gives for the same bytes written as a
+ * [1, n] view (the lattice, range and density, level by level). */
+static void test_vector_shortcut_matches_general_path(void **state) {
+    (void)state;
+    for (size_t d = 0; d < sizeof dtypes; d++) {
+        for (uint64_t off = 0; off < 20; off++) {
+            for (int64_t n = 1; n <= 9; n++) {
+                int64_t shape1[1] = {n}, stride1[1] = {1};
+                int64_t shape2[2] = {1, n}, stride2[2] = {n, 1};
+                strata_tensor v = mk(dtypes[d], off, 1, shape1, stride1);
+                strata_tensor g = mk(dtypes[d], off, 2, shape2, stride2);
+                st_footprint a, b;
+                st_footprint_of(&v, &a);
+                st_footprint_of(&g, &b);
+                assert_int_equal(a.lo, b.lo);
+                assert_int_equal(a.hi, b.hi);
+                assert_int_equal(a.dense, b.dense);
+                assert_int_equal(a.offset, b.offset);
+                assert_int_equal(a.elem, b.elem);
+                assert_int_equal(a.nlev, b.nlev);
+                for (int i = 0; i < a.nlev; i++) {
+                    assert_int_equal(a.lv[i], b.lv[i]);
+                    assert_int_equal(a.box_lo[i], b.box_lo[i]);
+                    assert_int_equal(a.box_n[i], b.box_n[i]);
+                }
+                assert_int_equal(a.rank, 1);
+                assert_int_equal(a.shape[0], n);
+                assert_int_equal(a.strides[0], 1);
+                for (int k = 1; k < STRATA_MAX_RANK; k++)
+                    assert_true(a.shape[k] == 0 && a.strides[k] == 0);
+                assert_true(st_footprint_overlap(&a, &b) && st_footprint_covers(&a, &b) &&
+                            st_footprint_covers(&b, &a));
+            }
+        }
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_vector_shortcut_matches_general_path),
         cmocka_unit_test(test_basic_fields),
         cmocka_unit_test(test_empty_views),
         cmocka_unit_test(test_matrix_tiles),
