@@ -364,6 +364,6 @@ int main(int argc, char **argv) {
     strata_stop(&sd.strata);
     if (rc)
         return 1;
-    printf("targets missed: %d\n", bench_report_misses(&report));
+    bench_report_print_verdict(&report);
     return bench_report_write_json(&report) ? 1 : 0;
 }

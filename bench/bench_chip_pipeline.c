@@ -259,8 +259,6 @@ int main(int argc, char **argv) {
     measure_latency(&rep, &opt);
     if (bench_report_write_json(&rep) != 0)
         return 1;
-    int misses = bench_report_misses(&rep);
-    if (misses)
-        printf("targets missed: %d\n", misses);
+    bench_report_print_verdict(&rep);
     return 0;
 }

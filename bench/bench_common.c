@@ -187,6 +187,7 @@ bench_table *bench_report_table(bench_report *r, const char *title_fmt, ...) {
         return NULL;
     bench_table *t = &r->tables[r->ntables++];
     memset(t, 0, sizeof *t);
+    t->smoke = r->opt->quick;
     va_list ap;
     va_start(ap, title_fmt);
     vsnprintf(t->title, sizeof t->title, title_fmt, ap);
@@ -265,24 +266,32 @@ static double compare_ratio(const bench_row *row, const bench_compare *c) {
     return row->strata.stats.median / c->value.stats.median;
 }
 
-/* -1 no target, 1 met, 0 missed (a missing figure counts as missed). */
-static int ratio_verdict(const bench_row *row, const bench_compare *c) {
+/* Verdicts: -1 no target, 1 met, 0 missed (a missing figure counts as
+ * missed), VERDICT_SMOKE not judged (a --quick run's sizes are too small for
+ * a reportable figure). */
+#define VERDICT_SMOKE -2
+
+static int ratio_verdict(const bench_table *t, const bench_row *row, const bench_compare *c) {
     if (c->target_ratio <= 0)
         return -1;
+    if (t->smoke)
+        return VERDICT_SMOKE;
     double r = compare_ratio(row, c);
     if (c->value.kind == BENCH_UNAVAILABLE)
         return -1; /* nothing to compare with: reported, not judged */
     return isfinite(r) && r <= c->target_ratio;
 }
 
-static int absolute_verdict(const bench_row *row) {
+static int absolute_verdict(const bench_table *t, const bench_row *row) {
     if (row->target_max <= 0)
         return -1;
+    if (t->smoke)
+        return VERDICT_SMOKE;
     return has_figure(&row->strata) && row->strata.stats.median <= row->target_max;
 }
 
 static const char *verdict_text(int v) {
-    return v < 0 ? "" : v ? "ok" : "MISS";
+    return v == VERDICT_SMOKE ? "smoke" : v < 0 ? "" : v ? "ok" : "MISS";
 }
 
 /* "median (min)" of a value, or its note, into buf. */
@@ -321,12 +330,12 @@ static void print_header(const bench_table *t) {
     printf("\n");
 }
 
-static void print_row(const bench_row *row) {
+static void print_row(const bench_table *t, const bench_row *row) {
     char value[48], target[32];
     format_value(&row->strata, value, sizeof value);
     if (row->target_max > 0)
         snprintf(target, sizeof target, "<=%g %s", row->target_max,
-                 verdict_text(absolute_verdict(row)));
+                 verdict_text(absolute_verdict(t, row)));
     else
         snprintf(target, sizeof target, "-");
     printf("%-30s %-8s %-20s %-13s", row->metric, row->unit, value, target);
@@ -341,7 +350,7 @@ static void print_row(const bench_row *row) {
             snprintf(ratio, sizeof ratio, "-");
         if (c->target_ratio > 0)
             snprintf(target, sizeof target, "<=%.2f %s", c->target_ratio,
-                     verdict_text(ratio_verdict(row, c)));
+                     verdict_text(ratio_verdict(t, row, c)));
         else
             snprintf(target, sizeof target, "-");
         printf(" | %-20s %-7s %-12s", value, ratio, target);
@@ -372,7 +381,7 @@ void bench_table_print(const bench_table *t) {
     printf("\n== %s ==\n", t->title);
     print_header(t);
     for (int i = 0; i < t->nrows; i++)
-        print_row(&t->rows[i]);
+        print_row(t, &t->rows[i]);
     print_notes(t);
     fflush(stdout);
 }
@@ -401,7 +410,7 @@ static void json_number(FILE *f, double v) {
 }
 
 static void json_verdict(FILE *f, int v) {
-    fprintf(f, "%s", v < 0 ? "null" : v ? "true" : "false");
+    fprintf(f, "%s", v < 0 ? "null" : v ? "true" : "false"); /* null: no target, or smoke */
 }
 
 static const char *kind_name(bench_value_kind k) {
@@ -422,13 +431,14 @@ static void json_row_common(FILE *f, const bench_report *r, const bench_table *t
     fprintf(f, ", \"target_max\": ");
     json_number(f, row->target_max > 0 ? row->target_max : NAN);
     fprintf(f, ", \"target_max_met\": ");
-    json_verdict(f, absolute_verdict(row));
+    json_verdict(f, absolute_verdict(t, row));
     fprintf(f, ", \"reps\": %d, \"workers\": %d, \"quick\": %s, \"table\": ", r->opt->reps,
             r->opt->workers, r->opt->quick ? "true" : "false");
     json_string(f, t->title);
 }
 
-static void json_compare(FILE *f, const bench_row *row, const bench_compare *c) {
+static void json_compare(FILE *f, const bench_table *t, const bench_row *row,
+                         const bench_compare *c) {
     fprintf(f, ", ");
     json_string(f, c->anchor);
     fprintf(f, ": ");
@@ -442,7 +452,7 @@ static void json_compare(FILE *f, const bench_row *row, const bench_compare *c) 
     fprintf(f, ", \"target_ratio\": ");
     json_number(f, c->target_ratio > 0 ? c->target_ratio : NAN);
     fprintf(f, ", \"target_ratio_met\": ");
-    json_verdict(f, ratio_verdict(row, c));
+    json_verdict(f, ratio_verdict(t, row, c));
     if (c->value.kind == BENCH_UNAVAILABLE) {
         fprintf(f, ", \"note\": ");
         json_string(f, c->value.note);
@@ -470,7 +480,7 @@ int bench_report_write_json(const bench_report *r) {
                 first = 0;
                 json_row_common(f, r, t, row);
                 if (row->ncompare)
-                    json_compare(f, row, &row->compare[k]);
+                    json_compare(f, t, row, &row->compare[k]);
                 fprintf(f, "}");
             }
         }
@@ -489,11 +499,19 @@ int bench_report_misses(const bench_report *r) {
     for (int i = 0; i < r->ntables; i++)
         for (int j = 0; j < r->tables[i].nrows; j++) {
             const bench_row *row = &r->tables[i].rows[j];
-            misses += absolute_verdict(row) == 0;
+            misses += absolute_verdict(&r->tables[i], row) == 0;
             for (int k = 0; k < row->ncompare; k++)
-                misses += ratio_verdict(row, &row->compare[k]) == 0;
+                misses += ratio_verdict(&r->tables[i], row, &row->compare[k]) == 0;
         }
     return misses;
+}
+
+void bench_report_print_verdict(const bench_report *r) {
+    if (r->opt->quick)
+        printf("targets not judged: --quick is a smoke run (sizes too small for a reportable "
+               "figure)\n");
+    else
+        printf("targets missed: %d\n", bench_report_misses(r));
 }
 
 /* ---- StarPU anchor ------------------------------------------------------------ */

@@ -107,6 +107,7 @@ typedef struct bench_row {
 
 typedef struct bench_table {
     char title[160];
+    int smoke; /* made by a --quick run: targets are shown, not judged */
     int nrows;
     bench_row rows[BENCH_MAX_ROWS];
 } bench_table;
@@ -143,6 +144,8 @@ int bench_report_write_json(const bench_report *r);
 
 /* Number of rows whose strata figure misses an absolute or ratio target. */
 int bench_report_misses(const bench_report *r);
+/* "targets missed: N", or for a --quick run that its targets are not judged. */
+void bench_report_print_verdict(const bench_report *r);
 
 /* ---- StarPU anchor ------------------------------------------------------------ */
 

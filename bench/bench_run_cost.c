@@ -433,6 +433,6 @@ int main(int argc, char **argv) {
         return 1;
     printf("  upstream: quoted from shared/reference/upstream-api-and-performance.md (its "
            "1-task figure is the 1-task point of its sweep)\n");
-    printf("targets missed: %d\n", bench_report_misses(&report));
+    bench_report_print_verdict(&report);
     return bench_report_write_json(&report) ? 1 : 0;
 }
