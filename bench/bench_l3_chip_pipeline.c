@@ -106,6 +106,7 @@ int main(int argc, char **argv) {
     row = bench_table_row(t, "chip depth 2 vs depth 1", "ms", &d2, 0);
     bench_row_compare(row, "depth 1", bench_measured(&d1), 1.0 / 1.8);
     bench_table_print(t);
+    bench_report_print_verdict(&rep);
     if (bench_report_write_json(&rep) != 0)
         return 1;
     return 0;
