@@ -22,6 +22,7 @@
 
 #include "core/engine.h"
 #include "exec/thread_endpoint.h"
+#include "util/assert.h"
 #include "util/error.h"
 #include "util/futex.h"
 
@@ -88,22 +89,29 @@ static void *thread_ep_main(void *arg) {
         else
             st_event_wait(&ep->mbox, MBOX_IDLE, ep->spin_ns, UINT64_MAX);
         uint32_t v = atomic_load_explicit(&ep->mbox.value, memory_order_acquire);
-        if (v == MBOX_STOP)
-            break;
-        if (v == MBOX_LENT) {
-            /* A waiting thread runs it; it is likely on this core: give way. */
+        switch (v) {
+        case MBOX_STOP:
+            return NULL;
+        case MBOX_IDLE: /* a spurious wake-up */
+            continue;
+        case MBOX_LENT: /* a waiting thread runs it, likely on this core: give way */
             st_event_wait_yielding(&ep->mbox, MBOX_LENT, ep->spin_ns, UINT64_MAX);
             continue;
-        }
-        if ((v != MBOX_TASK && v != MBOX_PINNED) || !claim_task(ep, v))
+        case MBOX_TASK:
+        case MBOX_PINNED:
+            if (!claim_task(ep, v))
+                continue; /* lent meanwhile */
+            break;
+        default: /* RUNNING is only ever set, and left, by this thread */
+            ST_ASSERT(0, "%s: mailbox in state %u while waiting", ep->base.label, v);
             continue;
+        }
         shares_core = ep->d.caller_cpu >= 0 && ep->d.caller_cpu == sched_getcpu();
         st_run_host_callable(&ep->d, &ep->comp);
         /* Idle before completing: the engine may dispatch again right away. */
         atomic_store_explicit(&ep->mbox.value, MBOX_IDLE, memory_order_release);
         st_endpoint_complete(&ep->base, &ep->comp);
     }
-    return NULL;
 }
 
 static void thread_ep_dispatch(st_endpoint *base, const st_dispatch *d) {
