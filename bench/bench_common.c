@@ -127,8 +127,21 @@ void bench_sleep_s(double seconds) {
     }
 }
 
+/* Quiet: the other threads used under 5% of a core over a 5 ms slice. The
+ * longest spin seen here is libgomp's after a parallel region: about 9 ms of
+ * CPU (bench_idle_cpu), longer than a fixed 5 ms pause, so the next runtime's
+ * sample started with one of two cores taken. */
+#define SETTLE_SLICE_S 0.005
+#define SETTLE_QUIET_CPU_S (0.05 * SETTLE_SLICE_S)
+#define SETTLE_MAX_SLICES 40
+
 void bench_settle(void) {
-    bench_sleep_s(0.005);
+    for (int i = 0; i < SETTLE_MAX_SLICES; i++) {
+        double cpu0 = bench_process_cpu_s();
+        bench_sleep_s(SETTLE_SLICE_S);
+        if (bench_process_cpu_s() - cpu0 < SETTLE_QUIET_CPU_S)
+            return;
+    }
 }
 
 /* ---- Statistics ------------------------------------------------------------- */

@@ -42,8 +42,9 @@ uint64_t bench_now_ns(void);
 double bench_process_cpu_s(void);
 /* Sleep for the given seconds, resuming after signals. */
 void bench_sleep_s(double seconds);
-/* Called before each runtime's sample: a short sleep so the previous
- * runtime's threads finish their spin-before-sleep and leave the cores. */
+/* Called before each runtime's sample: sleeps in 5 ms slices until the
+ * process is quiet (the previous runtime's threads finished their
+ * spin-before-sleep and left the cores), at most 200 ms. */
 void bench_settle(void);
 
 /* ---- Samples and statistics ------------------------------------------------- */
