@@ -38,7 +38,7 @@
 typedef struct strata_side {
     strata_worker *w;
     strata_callable empty, gate;
-    sem_t gate_open; /* posted by main once strata_submit() has returned */
+    sem_t gate_open; /* posted by main once strata_worker_submit() has returned */
     int ntasks;
     strata_buffer *input_buf;
     strata_tensor *tile; /* ntasks views, one per task */
@@ -70,7 +70,7 @@ static int submit_gate(strata_orch *o, const strata_side *s) {
     strata_args_init(&a);
     for (int c = 0; c < NCHAINS; c++)
         STRATA_TRY(strata_args_add_tensor(&a, &s->acc[c], STRATA_INOUT));
-    return strata_submit_sub(o, s->gate, &a);
+    return strata_orch_submit_sub(o, s->gate, &a);
 }
 
 static int orchestrate_build(strata_orch *o, void *arg) {
@@ -84,7 +84,7 @@ static int orchestrate_build(strata_orch *o, void *arg) {
         strata_args_init(&a);
         STRATA_TRY(strata_args_add_tensor(&a, &s->tile[i], STRATA_IN));
         STRATA_TRY(strata_args_add_tensor(&a, &s->acc[i % NCHAINS], STRATA_INOUT));
-        STRATA_TRY(strata_submit_sub(o, s->empty, &a));
+        STRATA_TRY(strata_orch_submit_sub(o, s->empty, &a));
     }
     call->loop_ns = bench_now_ns() - t0;
     return STRATA_OK;
@@ -92,7 +92,7 @@ static int orchestrate_build(strata_orch *o, void *arg) {
 
 static int strata_fail(const char *what, int rc) {
     fprintf(stderr, "strata: %s failed: %s: %s\n", what, strata_status_name(rc),
-            strata_last_error());
+            strata_error_message());
     return rc;
 }
 
@@ -127,9 +127,9 @@ static int strata_start(strata_side *s, int workers, int ntasks) {
     int rc = strata_worker_create(&cfg, &s->w);
     if (rc)
         return strata_fail("strata_worker_create", rc);
-    if ((rc = strata_register_sub(s->w, "empty", empty_task, NULL, &s->empty)) != 0 ||
-        (rc = strata_register_sub(s->w, "gate", gate_task, s, &s->gate)) != 0)
-        return strata_fail("strata_register_sub", rc);
+    if ((rc = strata_worker_register_sub(s->w, "empty", empty_task, NULL, &s->empty)) != 0 ||
+        (rc = strata_worker_register_sub(s->w, "gate", gate_task, s, &s->gate)) != 0)
+        return strata_fail("strata_worker_register_sub", rc);
     if ((rc = strata_worker_init(s->w)) != 0)
         return strata_fail("strata_worker_init", rc);
     return strata_make_tensors(s);
@@ -146,15 +146,15 @@ static void strata_stop(strata_side *s) {
     s->w = NULL;
 }
 
-/* One repetition: the loop's µs per task, and strata_submit()'s. The gate
- * opens only after strata_submit() returned, so with `gated` no task body runs
+/* One repetition: the loop's µs per task, and strata_worker_submit()'s. The gate
+ * opens only after strata_worker_submit() returned, so with `gated` no task body runs
  * while the graph is built. */
 static int strata_sample(strata_side *s, int gated, double *loop_us, double *submit_us) {
     build_call call = {s, gated, 0};
-    strata_run_handle *h = NULL;
+    strata_run *h = NULL;
     sem_init(&s->gate_open, 0, 0);
     uint64_t t0 = bench_now_ns();
-    int rc = strata_submit(s->w, orchestrate_build, &call, &h);
+    int rc = strata_worker_submit(s->w, orchestrate_build, &call, &h);
     uint64_t t1 = bench_now_ns();
     sem_post(&s->gate_open); /* also when the submit failed: never leave the gate shut */
     int wrc = h ? strata_run_wait(h, STRATA_WAIT_FOREVER) : STRATA_OK;
@@ -163,7 +163,7 @@ static int strata_sample(strata_side *s, int gated, double *loop_us, double *sub
     int rrc = h ? strata_run_release(h) : STRATA_OK;
     sem_destroy(&s->gate_open);
     if (rc)
-        return strata_fail("strata_submit", rc);
+        return strata_fail("strata_worker_submit", rc);
     if (wrc)
         return wrc;
     if (rrc)
@@ -291,7 +291,7 @@ static void add_rows(bench_table *t, const sides *sd, const series_set *s) {
     row = bench_table_row(t, "build, workers running", "us/task", &s->loop[0], 0);
     bench_row_compare(row, "upstream", bench_quoted(UPSTREAM_BUILD_US), 0);
     bench_row_compare(row, "starpu", starpu_value(sd, &s->starpu[0]), 0);
-    bench_table_row(t, "strata_submit wall, gated", "us/task", &s->submit[1], 0);
+    bench_table_row(t, "strata_worker_submit wall, gated", "us/task", &s->submit[1], 0);
 }
 
 static void start_starpu(sides *sd, int workers, int ntasks) {

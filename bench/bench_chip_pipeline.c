@@ -99,7 +99,7 @@ static int no_launch(strata_program_ctx *ctx, const strata_task_args *a, void *u
 static int check(int rc, const char *what) {
     if (rc != STRATA_OK) {
         fprintf(stderr, "bench_chip_pipeline: %s failed (%s): %s\n", what, strata_status_name(rc),
-                strata_last_error());
+                strata_error_message());
         exit(1);
     }
     return rc;

@@ -73,7 +73,7 @@ static int submit_independent(strata_orch *o, const strata_side *s, int ntasks) 
     for (int i = 0; i < ntasks; i++) {
         strata_task_args a;
         strata_args_init(&a);
-        STRATA_TRY(strata_submit_sub(o, s->empty, &a));
+        STRATA_TRY(strata_orch_submit_sub(o, s->empty, &a));
     }
     return STRATA_OK;
 }
@@ -84,7 +84,7 @@ static int submit_chains(strata_orch *o, const strata_side *s, int ntasks, int w
         strata_task_args a;
         strata_args_init(&a);
         STRATA_TRY(strata_args_add_tensor(&a, &s->chain[i % width], STRATA_INOUT));
-        STRATA_TRY(strata_submit_sub(o, s->empty, &a));
+        STRATA_TRY(strata_orch_submit_sub(o, s->empty, &a));
     }
     return STRATA_OK;
 }
@@ -100,7 +100,7 @@ static int submit_stencil(strata_orch *o, const strata_side *s, int ntasks, int 
             for (int j = stencil_lo(i); j <= stencil_hi(i, width); j++)
                 STRATA_TRY(strata_args_add_tensor(&a, &s->cell[src][j], STRATA_IN));
             STRATA_TRY(strata_args_add_tensor(&a, &s->cell[dst][i], STRATA_OUT));
-            STRATA_TRY(strata_submit_sub(o, s->empty, &a));
+            STRATA_TRY(strata_orch_submit_sub(o, s->empty, &a));
         }
     }
     return STRATA_OK;
@@ -122,7 +122,7 @@ static int orchestrate_graph(strata_orch *o, void *arg) {
 
 static int strata_fail(const char *what, int rc) {
     fprintf(stderr, "strata: %s failed: %s: %s\n", what, strata_status_name(rc),
-            strata_last_error());
+            strata_error_message());
     return rc;
 }
 
@@ -163,9 +163,9 @@ static int strata_start(strata_side *s, int workers) {
     int rc = strata_worker_create(&cfg, &s->w);
     if (rc)
         return strata_fail("strata_worker_create", rc);
-    rc = strata_register_sub(s->w, "empty", empty_task, NULL, &s->empty);
+    rc = strata_worker_register_sub(s->w, "empty", empty_task, NULL, &s->empty);
     if (rc)
-        return strata_fail("strata_register_sub", rc);
+        return strata_fail("strata_worker_register_sub", rc);
     rc = strata_worker_init(s->w);
     if (rc)
         return strata_fail("strata_worker_init", rc);
@@ -185,14 +185,14 @@ static void strata_stop(strata_side *s) {
     s->w = NULL;
 }
 
-/* One repetition: µs per task of strata_run() over the whole graph. */
+/* One repetition: µs per task of strata_worker_run() over the whole graph. */
 static int strata_sample(const strata_side *s, const graph_spec *g, double *us_per_task) {
     strata_graph_call call = {s, g};
     uint64_t t0 = bench_now_ns();
-    int rc = strata_run(s->w, orchestrate_graph, &call);
+    int rc = strata_worker_run(s->w, orchestrate_graph, &call);
     uint64_t t1 = bench_now_ns();
     if (rc)
-        return strata_fail("strata_run", rc);
+        return strata_fail("strata_worker_run", rc);
     *us_per_task = (double)(t1 - t0) / 1e3 / g->ntasks;
     return 0;
 }

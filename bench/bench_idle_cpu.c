@@ -66,14 +66,14 @@ static int orchestrate_warm(strata_orch *o, void *arg) {
     for (int i = 0; i < call->ntasks; i++) {
         strata_task_args a;
         strata_args_init(&a);
-        STRATA_TRY(strata_submit_sub(o, call->empty, &a));
+        STRATA_TRY(strata_orch_submit_sub(o, call->empty, &a));
     }
     return STRATA_OK;
 }
 
 static int strata_fail(const char *what, int rc) {
     fprintf(stderr, "strata: %s failed: %s: %s\n", what, strata_status_name(rc),
-            strata_last_error());
+            strata_error_message());
     return rc;
 }
 
@@ -89,13 +89,13 @@ static int strata_idle(int workers, double window_s, int slices, bench_series *p
     int rc = strata_worker_create(&cfg, &w);
     if (rc)
         return strata_fail("strata_worker_create", rc);
-    if ((rc = strata_register_sub(w, "empty", empty_task, NULL, &call.empty)) != 0)
-        strata_fail("strata_register_sub", rc);
+    if ((rc = strata_worker_register_sub(w, "empty", empty_task, NULL, &call.empty)) != 0)
+        strata_fail("strata_worker_register_sub", rc);
     else if ((rc = strata_worker_init(w)) != 0)
         strata_fail("strata_worker_init", rc);
     for (int i = 0; i < 10 && !rc; i++)
-        if ((rc = strata_run(w, orchestrate_warm, &call)) != 0)
-            strata_fail("strata_run", rc);
+        if ((rc = strata_worker_run(w, orchestrate_warm, &call)) != 0)
+            strata_fail("strata_worker_run", rc);
     if (!rc)
         measure_idle(window_s, slices, per_slice, whole);
     strata_worker_destroy(w);

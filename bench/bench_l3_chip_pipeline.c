@@ -28,7 +28,7 @@
 static void check(int rc, const char *what) {
     if (rc != STRATA_OK) {
         fprintf(stderr, "bench_l3_chip_pipeline: %s failed (%s): %s\n", what,
-                strata_status_name(rc), strata_last_error());
+                strata_status_name(rc), strata_error_message());
         exit(1);
     }
 }
@@ -50,7 +50,7 @@ static int orchestrate(strata_orch *o, void *arg) {
     for (int i = 0; i < j->ntasks; i++) {
         strata_task_args a;
         strata_args_init(&a);
-        STRATA_TRY(strata_submit_next_level(o, j->prog, &a, NULL, j->chip));
+        STRATA_TRY(strata_orch_submit_next_level(o, j->prog, &a, NULL, j->chip));
     }
     return STRATA_OK;
 }
@@ -71,10 +71,11 @@ static double run_wall_ms(uint32_t depth, int ntasks) {
     job j = {.ntasks = ntasks};
     check(strata_worker_add_chip(w, &cc, &j.chip), "strata_worker_add_chip");
     strata_chip_program_desc d = {.name = "one_kernel", .fn = one_kernel};
-    check(strata_register_chip_program(w, &d, &j.prog), "strata_register_chip_program");
+    check(strata_worker_register_chip_program(w, &d, &j.prog),
+          "strata_worker_register_chip_program");
     check(strata_worker_init(w), "strata_worker_init");
     uint64_t t0 = bench_now_ns();
-    check(strata_run(w, orchestrate, &j), "strata_run");
+    check(strata_worker_run(w, orchestrate, &j), "strata_worker_run");
     double ms = (double)(bench_now_ns() - t0) / 1e6;
     strata_worker_destroy(w);
     return ms;

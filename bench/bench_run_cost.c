@@ -1,8 +1,8 @@
 /* bench/bench_run_cost.c - fixed cost of a strata run, and its per-task cost,
  * from a sweep of tasks per run fitted with a line.
  *
- * Owns: the empty-run and one-task-run timings (through strata_run() and
- * through strata_submit() + strata_run_wait() + strata_run_release()), the
+ * Owns: the empty-run and one-task-run timings (through strata_worker_run() and
+ * through strata_worker_submit() + strata_run_wait() + strata_run_release()), the
  * 1..256 tasks-per-run sweep with its least-squares fit, and the same sweep on
  * StarPU (insert + starpu_task_wait_for_all) and libgomp (one parallel region
  * per run). Upstream figures are quoted from
@@ -62,14 +62,14 @@ static int orchestrate_tasks(strata_orch *o, void *arg) {
         strata_task_args a;
         strata_args_init(&a);
         STRATA_TRY(strata_args_add_tensor(&a, &call->side->input, STRATA_IN));
-        STRATA_TRY(strata_submit_sub(o, call->side->empty, &a));
+        STRATA_TRY(strata_orch_submit_sub(o, call->side->empty, &a));
     }
     return STRATA_OK;
 }
 
 static int strata_fail(const char *what, int rc) {
     fprintf(stderr, "strata: %s failed: %s: %s\n", what, strata_status_name(rc),
-            strata_last_error());
+            strata_error_message());
     return rc;
 }
 
@@ -82,8 +82,8 @@ static int strata_start(strata_side *s, int workers) {
     int rc = strata_worker_create(&cfg, &s->w);
     if (rc)
         return strata_fail("strata_worker_create", rc);
-    if ((rc = strata_register_sub(s->w, "empty", empty_task, NULL, &s->empty)) != 0)
-        return strata_fail("strata_register_sub", rc);
+    if ((rc = strata_worker_register_sub(s->w, "empty", empty_task, NULL, &s->empty)) != 0)
+        return strata_fail("strata_worker_register_sub", rc);
     if ((rc = strata_worker_init(s->w)) != 0)
         return strata_fail("strata_worker_init", rc);
     if ((rc = strata_buffer_create(s->w, sizeof(double), &s->input_buf)) != 0)
@@ -103,13 +103,13 @@ static void strata_stop(strata_side *s) {
 
 static int strata_one_run(const strata_side *s, const strata_run_call *call, run_style style) {
     if (style == STYLE_RUN) {
-        int rc = strata_run(s->w, orchestrate_tasks, (void *)call);
-        return rc ? strata_fail("strata_run", rc) : 0;
+        int rc = strata_worker_run(s->w, orchestrate_tasks, (void *)call);
+        return rc ? strata_fail("strata_worker_run", rc) : 0;
     }
-    strata_run_handle *h = NULL;
-    int rc = strata_submit(s->w, orchestrate_tasks, (void *)call, &h);
+    strata_run *h = NULL;
+    int rc = strata_worker_submit(s->w, orchestrate_tasks, (void *)call, &h);
     if (rc)
-        return strata_fail("strata_submit", rc);
+        return strata_fail("strata_worker_submit", rc);
     rc = strata_run_wait(h, STRATA_WAIT_FOREVER);
     if (rc) {
         strata_fail("strata_run_wait", rc);
@@ -272,11 +272,11 @@ static int measure_fixed(sides *sd, const bench_options *opt, bench_report *repo
                                         "fixed cost per run: %d workers, %d runs per sample, "
                                         "median of %d",
                                         opt->workers, runs, opt->reps);
-    add_triple_row(t, sd, "empty run: strata_run", "us/run", &empty_run, TARGET_RUN_US,
+    add_triple_row(t, sd, "empty run: strata_worker_run", "us/run", &empty_run, TARGET_RUN_US,
                    UPSTREAM_FIXED_US);
     add_triple_row(t, sd, "empty run: submit+wait+release", "us/run", &empty_swr, TARGET_RUN_US,
                    UPSTREAM_FIXED_US);
-    add_triple_row(t, sd, "1-task run: strata_run", "us/run", &one_run, TARGET_RUN_US,
+    add_triple_row(t, sd, "1-task run: strata_worker_run", "us/run", &one_run, TARGET_RUN_US,
                    UPSTREAM_ONE_TASK_US);
     add_triple_row(t, sd, "1-task run: submit+wait+release", "us/run", &one_swr, TARGET_RUN_US,
                    UPSTREAM_ONE_TASK_US);
@@ -355,7 +355,7 @@ static int measure_sweep(sides *sd, const bench_options *opt, bench_report *repo
                 return -1;
         }
     bench_table *t = bench_report_table(report,
-                                        "tasks-per-run sweep (strata_run, independent empty "
+                                        "tasks-per-run sweep (strata_worker_run, independent empty "
                                         "tasks with one IN tensor): %d workers, median of %d",
                                         opt->workers, opt->reps);
     for (int k = 0; k < NSWEEP; k++) {

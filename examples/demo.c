@@ -101,14 +101,14 @@ static int orchestrate(strata_orch *o, void *vp) {
     strata_task_args a;
     strata_args_init(&a);
     STRATA_TRY(strata_args_add_tensor(&a, &total, STRATA_OUT_EXISTING));
-    STRATA_TRY(strata_submit_sub(o, d->zero_total, &a));
+    STRATA_TRY(strata_orch_submit_sub(o, d->zero_total, &a));
     for (int i = 0; i < d->nt; i++)
         for (int j = 0; j < d->nt; j++) {
             strata_tensor c;
             STRATA_TRY(tile_view(d->c[r], d, i, j, &c));
             strata_args_init(&a);
             STRATA_TRY(strata_args_add_tensor(&a, &c, STRATA_OUT_EXISTING));
-            STRATA_TRY(strata_submit_sub(o, d->zero, &a));
+            STRATA_TRY(strata_orch_submit_sub(o, d->zero, &a));
             for (int k = 0; k < d->nt; k++) { /* an INOUT chain per tile */
                 strata_tensor ta, tb;
                 STRATA_TRY(tile_view(d->a[r], d, i, k, &ta));
@@ -117,21 +117,21 @@ static int orchestrate(strata_orch *o, void *vp) {
                 STRATA_TRY(strata_args_add_tensor(&a, &ta, STRATA_IN));
                 STRATA_TRY(strata_args_add_tensor(&a, &tb, STRATA_IN));
                 STRATA_TRY(strata_args_add_tensor(&a, &c, STRATA_INOUT));
-                STRATA_TRY(strata_submit_sub(o, d->mma, &a));
+                STRATA_TRY(strata_orch_submit_sub(o, d->mma, &a));
             }
             /* Reduction: the tile's sum goes to a runtime intermediate, then into the total. */
-            STRATA_TRY(strata_scope_begin(o));
+            STRATA_TRY(strata_orch_scope_begin(o));
             strata_tensor part;
             STRATA_TRY(strata_orch_alloc(o, 1, &one, STRATA_F64, &part));
             strata_args_init(&a);
             STRATA_TRY(strata_args_add_tensor(&a, &c, STRATA_IN));
             STRATA_TRY(strata_args_add_tensor(&a, &part, STRATA_OUT));
-            STRATA_TRY(strata_submit_sub(o, d->tile_sum, &a));
+            STRATA_TRY(strata_orch_submit_sub(o, d->tile_sum, &a));
             strata_args_init(&a);
             STRATA_TRY(strata_args_add_tensor(&a, &part, STRATA_IN));
             STRATA_TRY(strata_args_add_tensor(&a, &total, STRATA_INOUT));
-            STRATA_TRY(strata_submit_sub(o, d->add, &a));
-            STRATA_TRY(strata_scope_end(o));
+            STRATA_TRY(strata_orch_submit_sub(o, d->add, &a));
+            STRATA_TRY(strata_orch_scope_end(o));
         }
     return STRATA_OK;
 }
@@ -150,7 +150,7 @@ static double elapsed_ms(struct timespec a, struct timespec b) {
 static int check(const char *what, int rc) {
     if (rc != STRATA_OK)
         fprintf(stderr, "demo: %s failed: %s: %s\n", what, strata_status_name(rc),
-                strata_last_error());
+                strata_error_message());
     return rc;
 }
 
@@ -180,12 +180,13 @@ int main(int argc, char **argv) {
     strata_worker *w;
     if (check("strata_worker_create", strata_worker_create(&cfg, &w)))
         return 1;
-    if (check("register", strata_register_sub(w, "zero", zero_fn, NULL, &d.zero)) ||
+    if (check("register", strata_worker_register_sub(w, "zero", zero_fn, NULL, &d.zero)) ||
         check("register",
-              strata_register_sub(w, "zero_total", zero_total_fn, NULL, &d.zero_total)) ||
-        check("register", strata_register_sub(w, "mma", mma_fn, NULL, &d.mma)) ||
-        check("register", strata_register_sub(w, "tile_sum", tile_sum_fn, NULL, &d.tile_sum)) ||
-        check("register", strata_register_sub(w, "add", add_fn, NULL, &d.add)) ||
+              strata_worker_register_sub(w, "zero_total", zero_total_fn, NULL, &d.zero_total)) ||
+        check("register", strata_worker_register_sub(w, "mma", mma_fn, NULL, &d.mma)) ||
+        check("register",
+              strata_worker_register_sub(w, "tile_sum", tile_sum_fn, NULL, &d.tile_sum)) ||
+        check("register", strata_worker_register_sub(w, "add", add_fn, NULL, &d.add)) ||
         check("strata_worker_init", strata_worker_init(w)))
         return 1;
 
@@ -202,11 +203,11 @@ int main(int argc, char **argv) {
 
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    strata_run_handle *h[MAX_RUNS];
+    strata_run *h[MAX_RUNS];
     run_arg ra[MAX_RUNS];
     for (int r = 0; r < runs; r++) { /* run r+1 is built while run r executes */
         ra[r] = (run_arg){&d, r};
-        if (check("strata_submit", strata_submit(w, orchestrate, &ra[r], &h[r])))
+        if (check("strata_worker_submit", strata_worker_submit(w, orchestrate, &ra[r], &h[r])))
             return 1;
     }
     int failed = 0;

@@ -46,7 +46,7 @@ static double now_s(void) {
 
 static int fail(const char *what, int rc) {
     fprintf(stderr, "l2_gemm: %s failed (%s): %s\n", what, strata_status_name(rc),
-            strata_last_error());
+            strata_error_message());
     return 1;
 }
 

@@ -112,22 +112,22 @@ static int layer_orch(strata_orch *o, void *p) {
     strata_args_init(&a);
     STRATA_TRY(strata_args_add_tensor(&a, &tx, STRATA_OUT_EXISTING));
     STRATA_TRY(strata_args_add_scalar(&a, L->run));
-    STRATA_TRY(strata_submit_sub(o, L->make_x, &a));
+    STRATA_TRY(strata_orch_submit_sub(o, L->make_x, &a));
 
     for (int c = 0; c < 2; c++) {
         STRATA_TRY(half_args(oa->w, L, c, &a));
-        STRATA_TRY(strata_submit_next_level(o, L->matmul, &a, NULL, L->chip[c]));
+        STRATA_TRY(strata_orch_submit_next_level(o, L->matmul, &a, NULL, L->chip[c]));
     }
 
     strata_args_init(&a);
     STRATA_TRY(strata_args_add_tensor(&a, &ty, STRATA_IN));
     STRATA_TRY(strata_args_add_tensor(&a, &ts, STRATA_OUT_EXISTING));
-    return strata_submit_sub(o, L->relu_sum, &a);
+    return strata_orch_submit_sub(o, L->relu_sum, &a);
 }
 
 static int fail(const char *what, int rc) {
     fprintf(stderr, "l3_two_chips: %s failed (%s): %s\n", what, strata_status_name(rc),
-            strata_last_error());
+            strata_error_message());
     return 1;
 }
 
@@ -165,9 +165,9 @@ int main(int argc, char **argv) {
             return fail("strata_worker_add_chip", rc);
     }
     strata_chip_program_desc desc = {.name = "matmul", .fn = matmul_program};
-    if ((rc = strata_register_chip_program(w, &desc, &L.matmul)) != STRATA_OK ||
-        (rc = strata_register_sub(w, "make_x", make_x, NULL, &L.make_x)) != STRATA_OK ||
-        (rc = strata_register_sub(w, "relu_sum", relu_sum, NULL, &L.relu_sum)) != STRATA_OK)
+    if ((rc = strata_worker_register_chip_program(w, &desc, &L.matmul)) != STRATA_OK ||
+        (rc = strata_worker_register_sub(w, "make_x", make_x, NULL, &L.make_x)) != STRATA_OK ||
+        (rc = strata_worker_register_sub(w, "relu_sum", relu_sum, NULL, &L.relu_sum)) != STRATA_OK)
         return fail("register", rc);
     if ((rc = strata_worker_init(w)) != STRATA_OK)
         return fail("strata_worker_init", rc);
@@ -193,7 +193,7 @@ int main(int argc, char **argv) {
     orch_arg oa = {.w = w, .L = &L};
     for (uint64_t r = 1; r <= RUNS; r++) {
         L.run = r;
-        if ((rc = strata_run(w, layer_orch, &oa)) != STRATA_OK)
+        if ((rc = strata_worker_run(w, layer_orch, &oa)) != STRATA_OK)
             return fail("run", rc);
         double got = *(double *)strata_buffer_data(L.sum), want = host_relu_sum(r, W);
         int match = fabs(got - want) <= 1e-3 * (1.0 + fabs(want));

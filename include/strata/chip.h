@@ -156,7 +156,7 @@ int strata_chip_submit(strata_chip *chip, strata_chip_program prog, const strata
                        const strata_call_config *cfg, strata_chip_run **out);
 
 /* Wait until the run finished: STRATA_OK, the run's error status (message in
- * strata_last_error(), the same on every call), or STRATA_ETIMEDOUT with the
+ * strata_error_message(), the same on every call), or STRATA_ETIMEDOUT with the
  * run still live. STRATA_WAIT_FOREVER blocks in the device wait (no polling);
  * a finite wait polls once per step and parks in the device's timed wait. */
 int strata_chip_run_wait(strata_chip_run *run, uint64_t timeout_ns);
@@ -192,7 +192,7 @@ int strata_chip_drain(strata_chip *chip);
 
 /* ---- Chips in an L3 worker (thread-hosted) --------------------------------------------
  * A chip added to a worker is a next-level child: tasks reach it through
- * strata_submit_next_level(o, program, &args, &cfg, worker_id) (or a group),
+ * strata_orch_submit_next_level(o, program, &args, &cfg, worker_id) (or a group),
  * run on it through its lane, and complete like any other task. Its device
  * memory is allocated from the worker and persists across runs until freed. */
 
@@ -202,8 +202,8 @@ int strata_worker_add_chip(strata_worker *w, const strata_chip_config *cfg, int 
 
 /* Register a chip program on w (before or after init); every chip it is
  * dispatched to registers it on first use. */
-int strata_register_chip_program(strata_worker *w, const strata_chip_program_desc *desc,
-                                 strata_callable *out);
+int strata_worker_register_chip_program(strata_worker *w, const strata_chip_program_desc *desc,
+                                        strata_callable *out);
 
 /* nbytes of device memory on chip `worker_id`, as a buffer with its own
  * identity. Make its tensors with strata_worker_chip_tensor() (they carry

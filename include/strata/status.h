@@ -12,7 +12,7 @@ extern "C" {
 
 /* Every strata call returns one of these. 0 is success; each failure class is
  * a distinct negative value so callers may switch on it. The human message of
- * the most recent failure on the calling thread is strata_last_error(). */
+ * the most recent failure on the calling thread is strata_error_message(). */
 typedef enum strata_status {
     STRATA_OK = 0,
     STRATA_EINVAL = -1,    /* invalid argument (NULL, out of range, bad view, ...) */
@@ -35,7 +35,7 @@ const char *strata_status_name(int status);
 
 /* Message of the last failed strata call on this thread ("" if none yet).
  * The pointer stays valid until the next strata call on this thread. */
-const char *strata_last_error(void);
+const char *strata_error_message(void);
 
 /* Propagate a failure from an expression that yields a strata_status. */
 #define STRATA_TRY(expr)                                                                           \

@@ -104,7 +104,7 @@ int strata_buffer_wrap(strata_worker *w, void *data, size_t nbytes, strata_buffe
 
 /* Release the handle (and the memory, if strata allocated it). The caller
  * guarantees no unfinished task still uses it. NULL is a no-op. Device
- * buffers (strata_worker_chip_malloc) are refused (strata_last_error() says
+ * buffers (strata_worker_chip_malloc) are refused (strata_error_message() says
  * so): free them with strata_worker_chip_free. */
 void strata_buffer_destroy(strata_buffer *b);
 

@@ -20,9 +20,8 @@ extern "C" {
 
 typedef struct strata_worker strata_worker; /* one L3+ worker (engine + children) */
 typedef struct strata_orch strata_orch;     /* the graph builder of the building run */
-typedef struct strata_run_handle
-    strata_run_handle;           /* one run, owned by the caller until released */
-typedef int32_t strata_callable; /* a registered function (>= 0) */
+typedef struct strata_run strata_run;       /* one run, owned by the caller until released */
+typedef int32_t strata_callable;            /* a registered function (>= 0) */
 
 #define STRATA_WAIT_FOREVER UINT64_MAX
 #define STRATA_MAX_GROUP 64        /* members of one group task */
@@ -42,7 +41,7 @@ typedef struct strata_worker_config {
     uint64_t heap_ring_bytes;     /* bytes of each of the 4 heap rings (default 64 MiB) */
     uint64_t capacity_timeout_ns; /* bound on waiting for a slot or heap space (default 10 s) */
     uint32_t spin_ns;             /* busy-wait before parking a waiting thread (default 20 us) */
-    int help_while_waiting;       /* 1: a thread in an unbounded strata_run_wait / strata_run
+    int help_while_waiting;       /* 1: a thread in an unbounded strata_run_wait / strata_worker_run
                                      runs sub tasks no sub worker has started yet (default 1);
                                      0: sub task bodies only ever run on sub worker threads */
 } strata_worker_config;
@@ -67,54 +66,54 @@ void strata_worker_destroy(strata_worker *w);
 /* ---- Callables ------------------------------------------------------------- */
 
 /* A host function run by a sub worker. Returns 0 on success; any other value
- * fails the task. strata_task_error() attaches a message to the failure. */
+ * fails the task. strata_task_set_error() attaches a message to the failure. */
 typedef int (*strata_sub_fn)(const strata_task_args *args, void *user);
 
 /* Register a sub function under a unique name (before or after init). */
-int strata_register_sub(strata_worker *w, const char *name, strata_sub_fn fn, void *user,
-                        strata_callable *out);
+int strata_worker_register_sub(strata_worker *w, const char *name, strata_sub_fn fn, void *user,
+                               strata_callable *out);
 
 /* From inside a task body: describe why the task is about to fail. */
-void strata_task_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void strata_task_set_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* ---- Runs ------------------------------------------------------------------- */
 
-/* Builds one run's graph. Runs on the thread that called strata_submit().
+/* Builds one run's graph. Runs on the thread that called strata_worker_submit().
  * Returning non-zero fails the run: unstarted tasks are cancelled, started
  * ones drained, and this function's error is the run's error (unless a task
  * failed first). Return a strata_status; any other value counts as
- * STRATA_ETASK. The message is strata_last_error() as left by the function
+ * STRATA_ETASK. The message is strata_error_message() as left by the function
  * (a strata call that failed inside it), if any. */
 typedef int (*strata_orch_fn)(strata_orch *o, void *arg);
 
 /* Admit a run (waits while pipeline_depth runs are live), call fn to build its
  * graph, and return once the graph is built; tasks may still be executing. */
-int strata_submit(strata_worker *w, strata_orch_fn fn, void *arg, strata_run_handle **out);
+int strata_worker_submit(strata_worker *w, strata_orch_fn fn, void *arg, strata_run **out);
 
 /* Wait until the run is finished. STRATA_OK if it completed; the run's error
- * status if it failed (message in strata_last_error()); STRATA_ETIMEDOUT if
+ * status if it failed (message in strata_error_message()); STRATA_ETIMEDOUT if
  * timeout_ns passed first (the run goes on). With STRATA_WAIT_FOREVER and
  * help_while_waiting set, the waiting thread may run single sub tasks (never
  * group members) of this run, or of runs ahead of it, that a sub worker has not
  * started yet. */
-int strata_run_wait(strata_run_handle *h, uint64_t timeout_ns);
+int strata_run_wait(strata_run *h, uint64_t timeout_ns);
 
 /* 1 if finished (completed or failed), 0 if not. */
-int strata_run_done(const strata_run_handle *h);
+int strata_run_done(const strata_run *h);
 
 /* STRATA_OK while running or completed; the error status once failed. */
-int strata_run_status(const strata_run_handle *h);
+int strata_run_status(const strata_run *h);
 
 /* The run's first error, naming level, worker and task; "" if none. Valid until release. */
-const char *strata_run_error(const strata_run_handle *h);
+const char *strata_run_error(const strata_run *h);
 
-uint64_t strata_run_id(const strata_run_handle *h);
+uint64_t strata_run_id(const strata_run *h);
 
 /* Drop the caller's handle. The run must be finished (STRATA_ESTATE otherwise). */
-int strata_run_release(strata_run_handle *h);
+int strata_run_release(strata_run *h);
 
 /* submit + wait + release. Returns the run's status. */
-int strata_run(strata_worker *w, strata_orch_fn fn, void *arg);
+int strata_worker_run(strata_worker *w, strata_orch_fn fn, void *arg);
 
 /* ---- Inside an orchestration function ------------------------------------- */
 
@@ -130,20 +129,21 @@ typedef struct strata_call_config {
 
 /* Submit one task for any idle sub worker. An OUT tensor without memory gets
  * runtime memory; the new view is written back into args. */
-int strata_submit_sub(strata_orch *o, strata_callable fn, strata_task_args *args);
+int strata_orch_submit_sub(strata_orch *o, strata_callable fn, strata_task_args *args);
 
 /* Submit one task for next-level worker `worker_id` (placement is explicit). */
-int strata_submit_next_level(strata_orch *o, strata_callable fn, strata_task_args *args,
-                             const strata_call_config *cfg, int worker_id);
+int strata_orch_submit_next_level(strata_orch *o, strata_callable fn, strata_task_args *args,
+                                  const strata_call_config *cfg, int worker_id);
 
 /* One task executed by n members at once on n distinct sub workers; args[i]
  * is member i's arguments. One aggregate completion. */
-int strata_submit_sub_group(strata_orch *o, strata_callable fn, strata_task_args *args, int n);
+int strata_orch_submit_sub_group(strata_orch *o, strata_callable fn, strata_task_args *args, int n);
 
 /* One task executed by n members on next-level workers worker_ids[0..n)
  * (distinct), launched all together or not at all. */
-int strata_submit_next_level_group(strata_orch *o, strata_callable fn, strata_task_args *args,
-                                   const strata_call_config *cfg, const int *worker_ids, int n);
+int strata_orch_submit_next_level_group(strata_orch *o, strata_callable fn, strata_task_args *args,
+                                        const strata_call_config *cfg, const int *worker_ids,
+                                        int n);
 
 /* Runtime-owned intermediate from the heap ring of the current scope depth,
  * row-major. Reclaimed after the last task using it is finished. */
@@ -157,8 +157,8 @@ int strata_orch_alloc(strata_orch *o, int rank, const int64_t *shape, strata_dty
  * At most STRATA_MAX_SCOPE_DEPTH scopes are open, the run's outer scope
  * included; scopes still open when the orchestration function returns are
  * closed then. */
-int strata_scope_begin(strata_orch *o);
-int strata_scope_end(strata_orch *o);
+int strata_orch_scope_begin(strata_orch *o);
+int strata_orch_scope_end(strata_orch *o);
 
 /* The id of the run being built. */
 uint64_t strata_orch_run_id(const strata_orch *o);

@@ -191,7 +191,7 @@ int strata_chip_close(strata_chip *chip) {
         return STRATA_OK;
     int rc = st_lane_close(chip->lane);
     char msg[STRATA_ERRMSG_MAX];
-    snprintf(msg, sizeof msg, "%s", strata_last_error());
+    snprintf(msg, sizeof msg, "%s", strata_error_message());
     st_lane_release(chip->lane);
     chip->lane = NULL;
     int frc = st_chip_worker_finalize(chip->cw);

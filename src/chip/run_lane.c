@@ -159,7 +159,7 @@ static void finish(st_run_lane *lane, st_lane_run *r) {
     if (r->phase == ST_LANE_PREPARED || r->phase == ST_LANE_LAUNCHED) {
         int rc = st_cw_finalize(lane->cw, &r->token);
         if (rc != STRATA_OK) {
-            set_error(r, rc, strata_last_error());
+            set_error(r, rc, strata_error_message());
             poison_lane(lane, r->error);
         }
     }
@@ -209,7 +209,7 @@ static prepare_outcome prepare_native(st_run_lane *lane, st_lane_run *r, int as_
         r->fallback = 1; /* no generation spent: it is prepared again as the front */
         return PREPARE_FALLBACK;
     }
-    set_error(r, rc, strata_last_error());
+    set_error(r, rc, strata_error_message());
     retire(lane, r);
     return PREPARE_FAILED;
 }
@@ -249,7 +249,7 @@ static void launch_front(st_run_lane *lane) {
                 f->launched = 1;
                 pthread_cond_broadcast(&lane->cv);
             } else {
-                set_error(f, rc, strata_last_error());
+                set_error(f, rc, strata_error_message());
                 finish(lane, f); /* a clean finalize reclaims it without poison */
             }
         }
@@ -291,7 +291,7 @@ static int progress(st_run_lane *lane, st_lane_run *target) {
     int rc = st_cw_poll(lane->cw, &target->token, &complete);
     if (rc != STRATA_OK) {
         char msg[ST_LANE_ERR_MAX];
-        snprintf(msg, sizeof msg, "%s", strata_last_error());
+        snprintf(msg, sizeof msg, "%s", strata_error_message());
         finish(lane, target); /* a finalize error (the device's own) wins over the poll's */
         set_error(target, rc, msg);
         poison_lane(lane, target->error);
@@ -324,7 +324,7 @@ static int block_on_front(st_run_lane *lane, uint64_t deadline_ns) {
     int rc = st_cw_wait(cw, &token, deadline_ns, &complete);
     char msg[ST_LANE_ERR_MAX] = "";
     if (rc != STRATA_OK)
-        snprintf(msg, sizeof msg, "%s", strata_last_error());
+        snprintf(msg, sizeof msg, "%s", strata_error_message());
 
     pthread_mutex_lock(&lane->mu);
     f->in_wait = 0;
@@ -680,7 +680,7 @@ int st_lane_abandon(st_lane_run *r) {
     if (r->phase == ST_LANE_PREPARED) {
         rc = st_cw_finalize(lane->cw, &r->token);
         if (rc != STRATA_OK) {
-            set_error(r, rc, strata_last_error());
+            set_error(r, rc, strata_error_message());
             poison_lane(lane, r->error);
         }
     }

@@ -1,8 +1,8 @@
 /* core/orchestrator.c - building a run's graph: submit, dependency
  * inference, runtime allocations and scopes (DESIGN §5.1-§5.3).
  *
- * Owns: everything an orchestration function calls (strata_submit_*,
- * strata_orch_alloc, strata_scope_*).
+ * Owns: everything an orchestration function calls (strata_orch_submit_*,
+ * strata_orch_alloc, strata_orch_scope_*).
  * Must never: run outside the orchestration function of the building run,
  * wire a dependency across runs, or leave a slot without an owner when a
  * submit fails part-way.
@@ -23,10 +23,11 @@ static int orch_check(const strata_orch *o, const char *what) {
     if (!o)
         return st_fail(STRATA_EINVAL, "%s: orch is NULL", what);
     if (!o->run)
-        return st_fail(STRATA_ESTATE,
-                       "%s: called outside an orchestration function (the strata_orch "
-                       "pointer is only valid while the function passed to strata_submit runs)",
-                       what);
+        return st_fail(
+            STRATA_ESTATE,
+            "%s: called outside an orchestration function (the strata_orch "
+            "pointer is only valid while the function passed to strata_worker_submit runs)",
+            what);
     if (!pthread_equal(o->thread, pthread_self()))
         return st_fail(STRATA_ESTATE,
                        "%s: called from a thread other than the one running the "
@@ -621,7 +622,7 @@ static int submit_common(strata_orch *o, st_slot_kind kind, strata_callable fn,
         char label[128];
         st_task_label(w, s, label, sizeof label);
         st_run_record_error(r, rc, "run %llu: %s: submit failed: %s", (unsigned long long)r->id,
-                            label, strata_last_error());
+                            label, strata_error_message());
         poisoned = 1;
     }
     st_hook(w, ST_HOOK_AFTER_WIRING, st_ref_of(s));
@@ -631,25 +632,28 @@ static int submit_common(strata_orch *o, st_slot_kind kind, strata_callable fn,
     return rc;
 }
 
-int strata_submit_sub(strata_orch *o, strata_callable fn, strata_task_args *args) {
-    return submit_common(o, ST_SLOT_SUB, fn, args, 1, NULL, NULL, "strata_submit_sub");
+int strata_orch_submit_sub(strata_orch *o, strata_callable fn, strata_task_args *args) {
+    return submit_common(o, ST_SLOT_SUB, fn, args, 1, NULL, NULL, "strata_orch_submit_sub");
 }
 
-int strata_submit_sub_group(strata_orch *o, strata_callable fn, strata_task_args *args, int n) {
-    return submit_common(o, ST_SLOT_SUB, fn, args, n, NULL, NULL, "strata_submit_sub_group");
+int strata_orch_submit_sub_group(strata_orch *o, strata_callable fn, strata_task_args *args,
+                                 int n) {
+    return submit_common(o, ST_SLOT_SUB, fn, args, n, NULL, NULL, "strata_orch_submit_sub_group");
 }
 
-int strata_submit_next_level(strata_orch *o, strata_callable fn, strata_task_args *args,
-                             const strata_call_config *cfg, int worker_id) {
-    return submit_common(o, ST_SLOT_NEXT, fn, args, 1, &worker_id, cfg, "strata_submit_next_level");
+int strata_orch_submit_next_level(strata_orch *o, strata_callable fn, strata_task_args *args,
+                                  const strata_call_config *cfg, int worker_id) {
+    return submit_common(o, ST_SLOT_NEXT, fn, args, 1, &worker_id, cfg,
+                         "strata_orch_submit_next_level");
 }
 
-int strata_submit_next_level_group(strata_orch *o, strata_callable fn, strata_task_args *args,
-                                   const strata_call_config *cfg, const int *worker_ids, int n) {
+int strata_orch_submit_next_level_group(strata_orch *o, strata_callable fn, strata_task_args *args,
+                                        const strata_call_config *cfg, const int *worker_ids,
+                                        int n) {
     if (!worker_ids)
-        return st_fail(STRATA_EINVAL, "strata_submit_next_level_group: worker_ids is NULL");
+        return st_fail(STRATA_EINVAL, "strata_orch_submit_next_level_group: worker_ids is NULL");
     return submit_common(o, ST_SLOT_NEXT, fn, args, n, worker_ids, cfg,
-                         "strata_submit_next_level_group");
+                         "strata_orch_submit_next_level_group");
 }
 
 /* ---- runtime allocations ---------------------------------------------------- */
@@ -737,11 +741,11 @@ int strata_orch_alloc(strata_orch *o, int rank, const int64_t *shape, strata_dty
 
 /* ---- scopes ------------------------------------------------------------------- */
 
-int strata_scope_begin(strata_orch *o) {
-    STRATA_TRY(orch_check(o, "strata_scope_begin"));
+int strata_orch_scope_begin(strata_orch *o) {
+    STRATA_TRY(orch_check(o, "strata_orch_scope_begin"));
     if (o->depth >= STRATA_MAX_SCOPE_DEPTH)
         return st_fail(STRATA_ECAPACITY,
-                       "strata_scope_begin: %d scopes already open (the limit, "
+                       "strata_orch_scope_begin: %d scopes already open (the limit, "
                        "STRATA_MAX_SCOPE_DEPTH, counts the run's outer scope)",
                        o->depth);
     o->frame_start[o->depth++] = o->nscope_refs;
@@ -765,10 +769,10 @@ void st_orch_close_scopes_to(strata_orch *o, int depth) {
     }
 }
 
-int strata_scope_end(strata_orch *o) {
-    STRATA_TRY(orch_check(o, "strata_scope_end"));
+int strata_orch_scope_end(strata_orch *o) {
+    STRATA_TRY(orch_check(o, "strata_orch_scope_end"));
     if (o->depth <= 1)
-        return st_fail(STRATA_ESTATE, "strata_scope_end: no scope is open (the run's outer "
+        return st_fail(STRATA_ESTATE, "strata_orch_scope_end: no scope is open (the run's outer "
                                       "scope is closed by strata itself)");
     st_engine_lock(o->w);
     st_orch_close_scopes_to(o, o->depth - 1);

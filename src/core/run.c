@@ -182,8 +182,8 @@ int st_run_begin(strata_worker *w, st_run **out) {
             st_engine_unlock(w);
             return st_fail(w->state == ST_WORKER_CLOSED ? STRATA_ECLOSED : STRATA_ESTATE,
                            w->state == ST_WORKER_CLOSED
-                               ? "strata_submit: the worker is closed"
-                               : "strata_submit: the worker is not initialised (call "
+                               ? "strata_worker_submit: the worker is closed"
+                               : "strata_worker_submit: the worker is not initialised (call "
                                  "strata_worker_init first)");
         }
         if (!w->building && w->live_runs < (int)w->cfg.pipeline_depth)
@@ -197,7 +197,7 @@ int st_run_begin(strata_worker *w, st_run **out) {
         free(r);
         free(dq);
         st_engine_unlock(w);
-        return st_fail(STRATA_ENOMEM, "strata_submit: out of memory for the run record");
+        return st_fail(STRATA_ENOMEM, "strata_worker_submit: out of memory for the run record");
     }
     r->id = ++w->next_run_id;
     r->w = w;

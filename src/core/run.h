@@ -1,7 +1,7 @@
 /* core/run.h - runs: identity, phases, the completion fence, the first error,
  * FIFO admission with leases (DESIGN §5.4).
  *
- * Owns: the run record (which is also the public strata_run_handle) and the
+ * Owns: the run record (which is also the public strata_run) and the
  * phase state machine.
  * Must never: fail loudly on calls that come from the scheduler side
  * (task accounting on an unknown or finished run is ignored or recorded as the
@@ -39,7 +39,7 @@ struct strata_worker;
 /* The run record. Engine-lock protected except: `phase` (an event word read
  * by waiters without the lock; error fields are written before the terminal
  * phase is stored and read after it is observed) and `refs`. */
-typedef struct strata_run_handle {
+typedef struct strata_run {
     uint64_t id;
     st_event phase;                 /* st_run_phase; waiters park on it */
     _Atomic int caller_shares_core; /* a sub task went to a worker on the caller's CPU */
@@ -58,7 +58,7 @@ typedef struct strata_run_handle {
     int error_status;     /* first error's status (0 = none) */
     char *error_msg;      /* first error's message (NULL = none) */
     struct st_slot *live; /* live slots (intrusive list, for cancellation) */
-    struct strata_run_handle *fifo_next;
+    struct strata_run *fifo_next;
     /* Ready work of this run, partitioned by target. */
     st_ready_queue sub_q;
     st_ready_queue group_q;

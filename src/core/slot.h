@@ -68,7 +68,7 @@ enum {
     ST_MEMBER_SKIPPED
 };
 
-struct strata_run_handle;
+struct strata_run;
 
 /* Tensors of a single task's args stored inside the slot; more go to the heap. */
 #define ST_INLINE_TENSORS 4
@@ -83,7 +83,7 @@ typedef struct st_slot {
     uint8_t has_heap;          /* holds a heap-ring allocation (heap_ticket) */
     uint8_t scope_ref;         /* 1 while a scope still holds its reference */
     uint8_t poisoned_in_build; /* a failure claimed it while it was BUILDING */
-    struct strata_run_handle *run;
+    struct strata_run *run;
     struct st_slot *run_prev, *run_next; /* the run's list of live slots */
     uint64_t seq;                        /* task number within its run, from 1 (messages) */
     strata_callable callable;

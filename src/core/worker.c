@@ -1,5 +1,5 @@
 /* core/worker.c - the public Worker: configuration, lifecycle, callables and
- * the run calls (strata_submit / wait / release).
+ * the run calls (strata_worker_submit / wait / release).
  *
  * Owns: creation and teardown order of everything a worker holds.
  * Must never: start a thread before strata_worker_init (children are forked
@@ -17,7 +17,7 @@
 #include "util/error.h"
 
 /* The worker whose orchestration function runs on this thread, if any:
- * catches strata_submit / close called from inside an orchestration function. */
+ * catches strata_worker_submit / close called from inside an orchestration function. */
 static _Thread_local strata_worker *tls_orchestrating;
 
 void strata_worker_config_init(strata_worker_config *cfg) {
@@ -185,9 +185,10 @@ static int register_callable(strata_worker *w, const char *name, st_callable_kin
     return rc;
 }
 
-int strata_register_sub(strata_worker *w, const char *name, strata_sub_fn fn, void *user,
-                        strata_callable *out) {
-    return register_callable(w, name, ST_CALLABLE_SUB, fn, user, NULL, out, "strata_register_sub");
+int strata_worker_register_sub(strata_worker *w, const char *name, strata_sub_fn fn, void *user,
+                               strata_callable *out) {
+    return register_callable(w, name, ST_CALLABLE_SUB, fn, user, NULL, out,
+                             "strata_worker_register_sub");
 }
 
 int st_register_next_level(strata_worker *w, const char *name, strata_sub_fn fn, void *user,
@@ -307,14 +308,15 @@ void strata_worker_destroy(strata_worker *w) {
 
 /* ---- runs ---------------------------------------------------------------- */
 
-int strata_submit(strata_worker *w, strata_orch_fn fn, void *arg, strata_run_handle **out) {
+int strata_worker_submit(strata_worker *w, strata_orch_fn fn, void *arg, strata_run **out) {
     if (!w || !fn || !out)
-        return st_fail(STRATA_EINVAL, "strata_submit: worker, fn and out must not be NULL");
+        return st_fail(STRATA_EINVAL, "strata_worker_submit: worker, fn and out must not be NULL");
     *out = NULL;
     if (tls_orchestrating)
-        return st_fail(STRATA_ESTATE,
-                       "strata_submit: called from inside an orchestration function (submit "
-                       "tasks with strata_submit_sub / strata_submit_next_level instead)");
+        return st_fail(
+            STRATA_ESTATE,
+            "strata_worker_submit: called from inside an orchestration function (submit "
+            "tasks with strata_orch_submit_sub / strata_orch_submit_next_level instead)");
     st_run *r;
     STRATA_TRY(st_run_begin(w, &r)); /* returns with the lock held */
     strata_orch *o = &w->orch;
@@ -335,7 +337,7 @@ int strata_submit(strata_worker *w, strata_orch_fn fn, void *arg, strata_run_han
     st_engine_lock(w);
     st_orch_close_scopes_to(o, 0); /* the outer scope, and any left open */
     if (rc != STRATA_OK)
-        st_run_fail_submission(w, r, rc, strata_last_error());
+        st_run_fail_submission(w, r, rc, strata_error_message());
     else
         st_run_close_submission(w, r);
     o->run = NULL;
@@ -345,17 +347,17 @@ int strata_submit(strata_worker *w, strata_orch_fn fn, void *arg, strata_run_han
     return STRATA_OK;
 }
 
-static uint32_t phase_of(const strata_run_handle *h) {
-    return atomic_load_explicit(&((strata_run_handle *)h)->phase.value, memory_order_acquire);
+static uint32_t phase_of(const strata_run *h) {
+    return atomic_load_explicit(&((strata_run *)h)->phase.value, memory_order_acquire);
 }
 
-static int run_result(const strata_run_handle *h) {
+static int run_result(const strata_run *h) {
     if (phase_of(h) != ST_RUN_FAILED)
         return STRATA_OK;
     return st_fail(h->error_status, "%s", h->error_msg ? h->error_msg : "run failed");
 }
 
-int strata_run_wait(strata_run_handle *h, uint64_t timeout_ns) {
+int strata_run_wait(strata_run *h, uint64_t timeout_ns) {
     if (!h)
         return st_fail(STRATA_EINVAL, "strata_run_wait: handle is NULL");
     uint64_t deadline = st_deadline_after(timeout_ns);
@@ -380,27 +382,27 @@ int strata_run_wait(strata_run_handle *h, uint64_t timeout_ns) {
     }
 }
 
-int strata_run_done(const strata_run_handle *h) {
+int strata_run_done(const strata_run *h) {
     return h && st_run_terminal_phase(phase_of(h));
 }
 
-int strata_run_status(const strata_run_handle *h) {
+int strata_run_status(const strata_run *h) {
     if (!h)
         return st_fail(STRATA_EINVAL, "strata_run_status: handle is NULL");
     return phase_of(h) == ST_RUN_FAILED ? h->error_status : STRATA_OK;
 }
 
-const char *strata_run_error(const strata_run_handle *h) {
+const char *strata_run_error(const strata_run *h) {
     if (!h || phase_of(h) != ST_RUN_FAILED || !h->error_msg)
         return "";
     return h->error_msg;
 }
 
-uint64_t strata_run_id(const strata_run_handle *h) {
+uint64_t strata_run_id(const strata_run *h) {
     return h ? h->id : 0;
 }
 
-int strata_run_release(strata_run_handle *h) {
+int strata_run_release(strata_run *h) {
     if (!h)
         return STRATA_OK;
     if (!st_run_terminal_phase(phase_of(h)))
@@ -410,9 +412,9 @@ int strata_run_release(strata_run_handle *h) {
     return STRATA_OK;
 }
 
-int strata_run(strata_worker *w, strata_orch_fn fn, void *arg) {
-    strata_run_handle *h;
-    STRATA_TRY(strata_submit(w, fn, arg, &h));
+int strata_worker_run(strata_worker *w, strata_orch_fn fn, void *arg) {
+    strata_run *h;
+    STRATA_TRY(strata_worker_submit(w, fn, arg, &h));
     int rc = strata_run_wait(h, STRATA_WAIT_FOREVER);
     strata_run_release(h);
     return rc;

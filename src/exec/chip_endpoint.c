@@ -101,7 +101,7 @@ static int program_for(chip_ep *ep, const st_callable_info *ci, strata_chip_prog
     if (ci->kind != ST_CALLABLE_NEXT || !ci->program)
         return st_fail(STRATA_EINVAL,
                        "%s: '%s' is not a chip program (register it with "
-                       "strata_register_chip_program)",
+                       "strata_worker_register_chip_program)",
                        ep->base.label, ci->name);
     if (ep->nprograms == CHIP_EP_PROGRAMS)
         return st_fail(STRATA_ECAPACITY, "%s: more than %d chip programs used on one chip",
@@ -165,7 +165,7 @@ static void submit_task(chip_ep *ep, chip_task *t, uint32_t slot, int activated)
                                    t->d.dispatch_id, activated, &t->run);
     }
     if (rc != STRATA_OK) {
-        fill_completion(t, STRATA_EENDPOINT, strata_last_error());
+        fill_completion(t, STRATA_EENDPOINT, strata_error_message());
         complete_task(ep, t);
         return;
     }
@@ -348,7 +348,7 @@ int strata_worker_add_chip(strata_worker *w, const strata_chip_config *cfg, int 
         rc = st_worker_add_endpoint(w, &ep->base, worker_id);
     if (rc != STRATA_OK) {
         char msg[STRATA_ERRMSG_MAX];
-        snprintf(msg, sizeof msg, "%s", strata_last_error());
+        snprintf(msg, sizeof msg, "%s", strata_error_message());
         strata_chip_close(ep->chip);
         pthread_cond_destroy(&ep->cv);
         pthread_mutex_destroy(&ep->mu);
@@ -368,18 +368,19 @@ int strata_worker_add_chip(strata_worker *w, const strata_chip_config *cfg, int 
     return STRATA_OK;
 }
 
-int strata_register_chip_program(strata_worker *w, const strata_chip_program_desc *desc,
-                                 strata_callable *out) {
+int strata_worker_register_chip_program(strata_worker *w, const strata_chip_program_desc *desc,
+                                        strata_callable *out) {
     if (!w || !desc || !out)
-        return st_fail(STRATA_EINVAL,
-                       "strata_register_chip_program: worker, desc and out must not be NULL");
+        return st_fail(
+            STRATA_EINVAL,
+            "strata_worker_register_chip_program: worker, desc and out must not be NULL");
     if (!desc->fn)
         return st_fail(STRATA_EINVAL,
-                       "strata_register_chip_program: '%s': program function is NULL",
+                       "strata_worker_register_chip_program: '%s': program function is NULL",
                        desc->name ? desc->name : "?");
     if (!desc->name || strlen(desc->name) >= STRATA_PROGRAM_NAME_MAX)
         return st_fail(STRATA_EINVAL,
-                       "strata_register_chip_program: the name must be 1..%d characters",
+                       "strata_worker_register_chip_program: the name must be 1..%d characters",
                        STRATA_PROGRAM_NAME_MAX - 1);
     void *program;
     memcpy(&program, &desc->fn, sizeof program); /* see program_fn_of() */

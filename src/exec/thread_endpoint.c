@@ -37,11 +37,11 @@ typedef struct thread_ep {
     st_completion comp; /* reused per task; free again once the engine dispatches anew */
 } thread_ep;
 
-/* Message set by strata_task_error() on the thread running a task body. */
+/* Message set by strata_task_set_error() on the thread running a task body. */
 static _Thread_local char tls_task_msg[ST_MSG_MAX];
 static _Thread_local int tls_task_msg_set;
 
-void strata_task_error(const char *fmt, ...) {
+void strata_task_set_error(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(tls_task_msg, sizeof tls_task_msg, fmt, ap);

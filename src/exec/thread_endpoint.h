@@ -1,7 +1,7 @@
 /* exec/thread_endpoint.h - sub workers hosted as threads of this process.
  *
  * Owns: the creation call of thread-hosted sub workers and the per-thread
- * task error message behind strata_task_error().
+ * task error message behind strata_task_set_error().
  * Must never: be used for work that must survive a crash of the task (use a
  * process-hosted worker for that).
  */

@@ -9,7 +9,7 @@
 
 static _Thread_local char last_error[STRATA_ERRMSG_MAX];
 
-const char *strata_last_error(void) {
+const char *strata_error_message(void) {
     return last_error;
 }
 

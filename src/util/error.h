@@ -1,4 +1,4 @@
-/* util/error.h - recording failures for strata_last_error().
+/* util/error.h - recording failures for strata_error_message().
  *
  * Owns: the thread-local last-error buffer and helpers that fill it.
  * Must never: allocate; the buffer is fixed-size and per thread.

@@ -14,13 +14,13 @@
 
 #include "strata/strata.h"
 
-/* Assert a strata call returned `expected`, printing strata_last_error() otherwise. */
+/* Assert a strata call returned `expected`, printing strata_error_message() otherwise. */
 #define assert_status(expected, expr)                                                              \
     do {                                                                                           \
         int ts_rc_ = (expr);                                                                       \
         if (ts_rc_ != (expected))                                                                  \
             fail_msg("%s returned %s (%d), expected %s: %s", #expr, strata_status_name(ts_rc_),    \
-                     ts_rc_, strata_status_name(expected), strata_last_error());                   \
+                     ts_rc_, strata_status_name(expected), strata_error_message());                \
     } while (0)
 
 #define assert_ok(expr) assert_status(STRATA_OK, expr)

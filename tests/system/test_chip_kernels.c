@@ -280,7 +280,7 @@ static void an_expired_wait_leaves_the_run_live(void **state) {
     strata_chip_run *run;
     assert_ok(strata_chip_submit(f.chip, f.vadd, &v.args, &eight_blocks, &run));
     assert_status(STRATA_ETIMEDOUT, strata_chip_run_wait(run, 1000000));
-    assert_non_null(strstr(strata_last_error(), "still live"));
+    assert_non_null(strstr(strata_error_message(), "still live"));
     assert_int_equal(strata_chip_run_done(run), 0);
     assert_ok(strata_chip_run_wait(run, STRATA_WAIT_FOREVER));
     assert_int_equal(strata_chip_run_done(run), 1);
@@ -313,7 +313,7 @@ static void run_fault_case(const fault_case *c) {
     if (rc != STRATA_EDEVICE || !strstr(err, "chip sim:0: ") || !strstr(err, "run_id=1") ||
         !strstr(err, c->phase) || !strstr(err, "program 'vadd'") || !strstr(err, c->detail))
         fail_msg("fault %s: status %s, error: %s", c->phase, strata_status_name(rc), err);
-    assert_string_equal(strata_last_error(), err);
+    assert_string_equal(strata_error_message(), err);
     assert_int_equal(strata_chip_poisoned(f.chip), c->poisons);
     strata_chip_run_release(run);
 
@@ -321,7 +321,7 @@ static void run_fault_case(const fault_case *c) {
     int nrc = strata_chip_submit(f.chip, f.vadd, &v.args, &eight_blocks, &next);
     if (c->poisons) {
         assert_int_equal(nrc, STRATA_EPOISONED);
-        assert_non_null(strstr(strata_last_error(), c->phase));        /* names the first failure */
+        assert_non_null(strstr(strata_error_message(), c->phase));     /* names the first failure */
         assert_int_equal(strata_chip_close(f.chip), STRATA_EPOISONED); /* frees device memory */
         free(v.a);
         free(v.b);
@@ -382,9 +382,9 @@ static void a_failing_kernel_reports_its_own_message(void **state) {
     strata_task_args args;
     strata_args_init(&args);
     assert_status(STRATA_EDEVICE, strata_chip_run_sync(f.chip, doomed, &args, NULL));
-    assert_non_null(strstr(strata_last_error(), "program 'doomed': kernel 'fail_block'"));
-    assert_non_null(strstr(strata_last_error(), "block 5 of 8 failed with code -42"));
-    assert_non_null(strstr(strata_last_error(), "block 5 was asked to fail"));
+    assert_non_null(strstr(strata_error_message(), "program 'doomed': kernel 'fail_block'"));
+    assert_non_null(strstr(strata_error_message(), "block 5 of 8 failed with code -42"));
+    assert_non_null(strstr(strata_error_message(), "block 5 was asked to fail"));
     assert_int_equal(strata_chip_close(f.chip), STRATA_EPOISONED);
 }
 
@@ -397,9 +397,9 @@ static void a_program_that_refuses_fails_at_prepare_with_its_reason(void **state
     strata_task_args args;
     strata_args_init(&args);
     assert_status(STRATA_EDEVICE, strata_chip_run_sync(f.chip, picky, &args, NULL));
-    assert_non_null(strstr(strata_last_error(), "prepare failed"));
-    assert_non_null(strstr(strata_last_error(), "program 'picky'"));
-    assert_non_null(strstr(strata_last_error(), "expected 3 tensors, got 0"));
+    assert_non_null(strstr(strata_error_message(), "prepare failed"));
+    assert_non_null(strstr(strata_error_message(), "program 'picky'"));
+    assert_non_null(strstr(strata_error_message(), "expected 3 tensors, got 0"));
     assert_int_equal(strata_chip_poisoned(f.chip), 0);
     assert_ok(strata_chip_close(f.chip));
 }
@@ -413,7 +413,7 @@ static void bad_input_returns_a_status_and_a_message(void **state) {
     assert_status(STRATA_EINVAL, strata_chip_open(NULL, &chip));
     cfg.backend = "/no/such/backend.so";
     assert_status(STRATA_EINVAL, strata_chip_open(&cfg, &chip));
-    assert_non_null(strstr(strata_last_error(), "/no/such/backend.so"));
+    assert_non_null(strstr(strata_error_message(), "/no/such/backend.so"));
     assert_null(chip);
     cfg.backend = "sim";
     cfg.device_id = -2;
@@ -424,7 +424,7 @@ static void bad_input_returns_a_status_and_a_message(void **state) {
     cfg.pipeline_depth = 0;
     cfg.kernel_module = "/no/such/kernels.so";
     assert_status(STRATA_EDEVICE, strata_chip_open(&cfg, &chip));
-    assert_non_null(strstr(strata_last_error(), "kernel module"));
+    assert_non_null(strstr(strata_error_message(), "kernel module"));
     cfg.kernel_module = STRATA_SIM_TEST_KERNELS_PATH;
     cfg.sim.fault = (strata_sim_fault)99;
     assert_status(STRATA_EINVAL, strata_chip_open(&cfg, &chip));
@@ -443,7 +443,7 @@ static void bad_input_returns_a_status_and_a_message(void **state) {
     strata_args_init(&args);
     strata_chip_run *run = NULL;
     assert_status(STRATA_EINVAL, strata_chip_submit(chip, 42, &args, NULL, &run));
-    assert_non_null(strstr(strata_last_error(), "not registered"));
+    assert_non_null(strstr(strata_error_message(), "not registered"));
     args.invalid = 1;
     assert_status(STRATA_EINVAL, strata_chip_submit(chip, prog, &args, NULL, &run));
     args.invalid = 0;
@@ -457,7 +457,7 @@ static void bad_input_returns_a_status_and_a_message(void **state) {
     assert_ok(strata_chip_malloc(chip, 64, &dev));
     char host[128] = {0};
     assert_status(STRATA_EDEVICE, strata_chip_copy_to(chip, dev, host, 65));
-    assert_non_null(strstr(strata_last_error(), "runs past the end"));
+    assert_non_null(strstr(strata_error_message(), "runs past the end"));
     assert_status(STRATA_EDEVICE, strata_chip_copy_from(chip, host, host + 1, 4));
     strata_tensor t;
     int64_t too_big[1] = {17};
@@ -465,7 +465,7 @@ static void bad_input_returns_a_status_and_a_message(void **state) {
     assert_status(STRATA_EINVAL, strata_chip_tensor(dev, 64, STRATA_F32, 0, too_big, &t));
     assert_ok(strata_chip_free(chip, dev));
     assert_status(STRATA_EDEVICE, strata_chip_free(chip, dev));
-    assert_non_null(strstr(strata_last_error(), "already freed"));
+    assert_non_null(strstr(strata_error_message(), "already freed"));
 
     strata_sim_injection inj = {.prepare_delay_ns = 1};
     assert_ok(strata_chip_set_sim_injection(chip, &inj));

@@ -57,7 +57,7 @@ static int check_c(const strata_task_args *a, void *user) {
             for (int p = 0; p < K; p++)
                 acc += A[i * K + p] * B[p * N + j];
             if (fabsf(acc - C[i * N + j]) > 1e-4f * (1.0f + fabsf(acc))) {
-                strata_task_error("C[%d][%d] = %f, expected %f", i, j, C[i * N + j], acc);
+                strata_task_set_error("C[%d][%d] = %f, expected %f", i, j, C[i * N + j], acc);
                 return 1;
             }
         }
@@ -94,9 +94,9 @@ static void open_worker(l3 *f, const strata_sim_injection *chip1_inj) {
         assert_ok(strata_worker_add_chip(f->w, &cc, &f->chip[c]));
     }
     strata_chip_program_desc d = {.name = "gemm", .fn = gemm_program};
-    assert_ok(strata_register_chip_program(f->w, &d, &f->gemm));
-    assert_ok(strata_register_sub(f->w, "fill_a", fill_a, NULL, &f->fill));
-    assert_ok(strata_register_sub(f->w, "check_c", check_c, f->B, &f->check));
+    assert_ok(strata_worker_register_chip_program(f->w, &d, &f->gemm));
+    assert_ok(strata_worker_register_sub(f->w, "fill_a", fill_a, NULL, &f->fill));
+    assert_ok(strata_worker_register_sub(f->w, "check_c", check_c, f->B, &f->check));
     assert_ok(strata_worker_init(f->w));
 
     for (int i = 0; i < K * N; i++)
@@ -148,23 +148,23 @@ static int gemm_orch(strata_orch *o, void *arg) {
     strata_args_init(&fa);
     STRATA_TRY(strata_args_add_tensor(&fa, &tA, STRATA_OUT_EXISTING));
     STRATA_TRY(strata_args_add_scalar(&fa, f->seed));
-    STRATA_TRY(strata_submit_sub(o, f->fill, &fa));
+    STRATA_TRY(strata_orch_submit_sub(o, f->fill, &fa));
 
     strata_task_args halves[2];
     for (int c = 0; c < 2; c++)
         STRATA_TRY(half_args(f, c, c * HALF, f->wrong_owner ? 0 : c, &halves[c]));
     strata_call_config cfg = {0};
     if (f->use_group)
-        STRATA_TRY(strata_submit_next_level_group(o, f->gemm, halves, &cfg, f->chip, 2));
+        STRATA_TRY(strata_orch_submit_next_level_group(o, f->gemm, halves, &cfg, f->chip, 2));
     else
         for (int c = 0; c < 2; c++)
-            STRATA_TRY(strata_submit_next_level(o, f->gemm, &halves[c], &cfg, f->chip[c]));
+            STRATA_TRY(strata_orch_submit_next_level(o, f->gemm, &halves[c], &cfg, f->chip[c]));
 
     strata_task_args ca;
     strata_args_init(&ca);
     STRATA_TRY(strata_args_add_tensor(&ca, &tA, STRATA_IN));
     STRATA_TRY(strata_args_add_tensor(&ca, &tC, STRATA_IN));
-    return strata_submit_sub(o, f->check, &ca);
+    return strata_orch_submit_sub(o, f->check, &ca);
 }
 
 /* Only the half on chip 0. */
@@ -172,7 +172,7 @@ static int chip0_orch(strata_orch *o, void *arg) {
     l3 *f = arg;
     strata_task_args a;
     STRATA_TRY(half_args(f, 0, 0, 0, &a));
-    return strata_submit_next_level(o, f->gemm, &a, NULL, f->chip[0]);
+    return strata_orch_submit_next_level(o, f->gemm, &a, NULL, f->chip[0]);
 }
 
 /* ---- Tests -------------------------------------------------------------------------------- */
@@ -182,7 +182,7 @@ static void gemm_split_across_two_chips_with_weights_loaded_once(void **state) {
     open_worker(&f, NULL);
     for (uint64_t r = 1; r <= 4; r++) { /* the device weights persist across runs */
         f.seed = r;
-        assert_ok(strata_run(f.w, gemm_orch, &f));
+        assert_ok(strata_worker_run(f.w, gemm_orch, &f));
         const float *C = strata_buffer_data(f.C);
         float expect = 0;
         for (int p = 0; p < K; p++)
@@ -201,7 +201,7 @@ static void gemm_as_a_next_level_group(void **state) {
     f.use_group = 1;
     for (uint64_t r = 1; r <= 2; r++) {
         f.seed = r + 10;
-        assert_ok(strata_run(f.w, gemm_orch, &f));
+        assert_ok(strata_worker_run(f.w, gemm_orch, &f));
     }
     close_worker(&f);
 }
@@ -211,11 +211,11 @@ static void a_device_buffer_on_the_wrong_chip_is_rejected_at_submit(void **state
     open_worker(&f, NULL);
     f.wrong_owner = 1; /* chip 1's task names chip 0's weights */
     f.seed = 1;
-    int rc = strata_run(f.w, gemm_orch, &f);
+    int rc = strata_worker_run(f.w, gemm_orch, &f);
     assert_int_equal(rc, STRATA_EINVAL);
-    assert_non_null(strstr(strata_last_error(), "device memory of worker 0"));
+    assert_non_null(strstr(strata_error_message(), "device memory of worker 0"));
     f.wrong_owner = 0;
-    assert_ok(strata_run(f.w, gemm_orch, &f)); /* the worker is unharmed */
+    assert_ok(strata_worker_run(f.w, gemm_orch, &f)); /* the worker is unharmed */
     close_worker(&f);
 }
 
@@ -223,10 +223,10 @@ static void a_device_buffer_is_not_freed_by_strata_buffer_destroy(void **state) 
     l3 f;
     open_worker(&f, NULL);
     strata_buffer_destroy(f.dB[0]); /* refused: the chip owns it */
-    assert_non_null(strstr(strata_last_error(), "strata_worker_chip_free"));
+    assert_non_null(strstr(strata_error_message(), "strata_worker_chip_free"));
     /* The buffer is intact and still usable: a run on its weights succeeds. */
     f.seed = 3;
-    assert_ok(strata_run(f.w, gemm_orch, &f));
+    assert_ok(strata_worker_run(f.w, gemm_orch, &f));
     close_worker(&f); /* frees it once, through the chip */
 }
 
@@ -247,8 +247,8 @@ static void a_kernel_fault_on_one_chip_names_its_path_and_spares_the_other(void 
         .fault = STRATA_SIM_FAULT_KERNEL, .fault_code = -5, .fault_block = 2};
     open_worker(&f, &inj);
     f.seed = 3;
-    strata_run_handle *h;
-    assert_ok(strata_submit(f.w, gemm_orch, &f, &h));
+    strata_run *h;
+    assert_ok(strata_worker_submit(f.w, gemm_orch, &f, &h));
     assert_int_equal(strata_run_wait(h, STRATA_WAIT_FOREVER), STRATA_ETASK);
     const char *err = strata_run_error(h);
     const char *needles[] = {"L3 worker 1 (chip sim:1)", "task 'gemm'", "program 'gemm'",
@@ -258,10 +258,10 @@ static void a_kernel_fault_on_one_chip_names_its_path_and_spares_the_other(void 
             fail_msg("'%s' missing from: %s", needles[i], err);
     assert_ok(strata_run_release(h));
 
-    assert_ok(strata_run(f.w, chip0_orch, &f)); /* chip 0 goes on working */
-    int rc = strata_run(f.w, gemm_orch, &f);    /* chip 1 is poisoned by its device fault */
+    assert_ok(strata_worker_run(f.w, chip0_orch, &f)); /* chip 0 goes on working */
+    int rc = strata_worker_run(f.w, gemm_orch, &f);    /* chip 1 is poisoned by its device fault */
     assert_int_equal(rc, STRATA_EENDPOINT);
-    assert_non_null(strstr(strata_last_error(), "poisoned"));
+    assert_non_null(strstr(strata_error_message(), "poisoned"));
     close_worker(&f);
 }
 
@@ -273,17 +273,17 @@ static int plain_next_level_orch(strata_orch *o, void *arg) {
     l3 *f = arg;
     strata_task_args a;
     strata_args_init(&a);
-    return strata_submit_next_level(o, f->check /* reused as the callable id holder */, &a, NULL,
-                                    f->chip[0]);
+    return strata_orch_submit_next_level(o, f->check /* reused as the callable id holder */, &a,
+                                         NULL, f->chip[0]);
 }
 
 static void a_callable_that_is_not_a_chip_program_fails_on_the_chip(void **state) {
     l3 f;
     open_worker(&f, NULL);
     assert_ok(st_register_next_level(f.w, "plain", not_a_program, NULL, NULL, &f.check));
-    int rc = strata_run(f.w, plain_next_level_orch, &f);
+    int rc = strata_worker_run(f.w, plain_next_level_orch, &f);
     assert_int_equal(rc, STRATA_EENDPOINT);
-    assert_non_null(strstr(strata_last_error(), "is not a chip program"));
+    assert_non_null(strstr(strata_error_message(), "is not a chip program"));
     close_worker(&f);
 }
 
@@ -297,7 +297,7 @@ static void bad_input_on_worker_level_chip_calls(void **state) {
     int id = -1;
     cc.backend = "/no/such/backend.so";
     assert_status(STRATA_EINVAL, strata_worker_add_chip(w, &cc, &id));
-    assert_non_null(strstr(strata_last_error(), "/no/such/backend.so"));
+    assert_non_null(strstr(strata_error_message(), "/no/such/backend.so"));
     cc.backend = "sim";
     cc.host = STRATA_HOST_PROCESS;
     assert_status(STRATA_EINVAL, strata_worker_add_chip(w, &cc, &id));
@@ -307,19 +307,19 @@ static void bad_input_on_worker_level_chip_calls(void **state) {
     assert_int_equal(id, 0);
     strata_chip_program_desc d = {.name = "p", .fn = NULL};
     strata_callable c;
-    assert_status(STRATA_EINVAL, strata_register_chip_program(w, &d, &c));
+    assert_status(STRATA_EINVAL, strata_worker_register_chip_program(w, &d, &c));
     assert_ok(strata_worker_init(w));
     assert_status(STRATA_ESTATE, strata_worker_add_chip(w, &cc, &id)); /* after init */
 
     strata_buffer *b = NULL;
     assert_status(STRATA_EINVAL, strata_worker_chip_malloc(w, 5, 64, &b));
-    assert_non_null(strstr(strata_last_error(), "not a chip"));
+    assert_non_null(strstr(strata_error_message(), "not a chip"));
     assert_status(STRATA_EINVAL, strata_worker_chip_malloc(w, -1, 64, &b));
     assert_status(STRATA_EINVAL, strata_worker_chip_malloc(w, 0, 0, &b));
     assert_ok(strata_worker_chip_malloc(w, 0, 64, &b));
     char host[128] = {0};
     assert_status(STRATA_EINVAL, strata_worker_chip_copy_to(w, b, 60, host, 8));
-    assert_non_null(strstr(strata_last_error(), "run past"));
+    assert_non_null(strstr(strata_error_message(), "run past"));
     strata_tensor t;
     int64_t shape[1] = {16};
     assert_ok(strata_worker_chip_tensor(w, b, 0, STRATA_F32, 1, shape, NULL, &t));

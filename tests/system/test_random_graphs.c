@@ -96,7 +96,7 @@ typedef struct build_log {
     bool submitted[MAX_TASKS]; /* the submit of the task returned STRATA_OK */
     int maybe_rejected;        /* tasks with may_reject the engine rejected */
     int stopped_rc;            /* status that made it stop submitting (0 = none) */
-    char stopped_msg[512];     /* strata_last_error() at that point */
+    char stopped_msg[512];     /* strata_error_message() at that point */
     int bad_reject;            /* a self-overlapping task was not rejected with EINVAL */
     int bad_reject_rc;
     int bad_reject_op;
@@ -198,18 +198,18 @@ static int task_body(const strata_task_args *a, void *user) {
     uint64_t t = strata_args_scalar(a, SC_TASK);
     uint64_t m = strata_args_scalar(a, SC_MEMBER);
     if (a->nscalars != SC_COUNT || slot >= BATCH_MAX || t >= MAX_TASKS || m > 1) {
-        strata_task_error("task body got malformed scalars");
+        strata_task_set_error("task body got malformed scalars");
         return 1;
     }
     graph *g = ctx->slots[slot];
     if (strata_args_scalar(a, SC_FAIL)) {
         g->ran[t][m] = 2;
-        strata_task_error("injected failure t%u.m%u", (unsigned)t, (unsigned)m);
+        strata_task_set_error("injected failure t%u.m%u", (unsigned)t, (unsigned)m);
         return 1;
     }
     body_arg args[MAX_ARGS];
     if (a->ntensors > MAX_ARGS) {
-        strata_task_error("task body got %u tensors", a->ntensors);
+        strata_task_set_error("task body got %u tensors", a->ntensors);
         return 1;
     }
     for (uint32_t j = 0; j < a->ntensors; j++) {
@@ -664,8 +664,8 @@ static int submit_task(strata_orch *o, const orch_arg *oa, const task *t, uint64
     for (int m = 0; m < t->nmembers; m++)
         STRATA_TRY(fill_args(oa, &t->m[m], task_index, m, &a[m]));
     if (t->nmembers > 1)
-        return strata_submit_sub_group(o, oa->ctx->body, a, t->nmembers);
-    int rc = strata_submit_sub(o, oa->ctx->body, &a[0]);
+        return strata_orch_submit_sub_group(o, oa->ctx->body, a, t->nmembers);
+    int rc = strata_orch_submit_sub(o, oa->ctx->body, &a[0]);
     if (rc == STRATA_OK)
         take_auto_out(oa, t, &a[0], task_index);
     return rc;
@@ -706,9 +706,9 @@ static int run_op(strata_orch *o, orch_arg *oa, const op *p) {
         return strata_orch_alloc(o, d->rank, d->shape, STRATA_I32, &g->inter_t[p->index]);
     }
     case OP_SCOPE_BEGIN:
-        return strata_scope_begin(o);
+        return strata_orch_scope_begin(o);
     case OP_SCOPE_END:
-        return strata_scope_end(o);
+        return strata_orch_scope_end(o);
     }
     return STRATA_EINVAL;
 }
@@ -723,9 +723,9 @@ static int graph_orch(strata_orch *o, void *arg) {
         int rc = run_op(o, oa, &g->ops[i]);
         if (rc != STRATA_OK) {
             g->log.stopped_rc = rc;
-            snprintf(g->log.stopped_msg, sizeof g->log.stopped_msg, "%s", strata_last_error());
+            snprintf(g->log.stopped_msg, sizeof g->log.stopped_msg, "%s", strata_error_message());
             for (; depth > 1; depth--)
-                (void)strata_scope_end(o); /* may fail fast too; the run is failed already */
+                (void)strata_orch_scope_end(o); /* may fail fast too; the run is failed already */
             return g->orch_returns_error ? rc : STRATA_OK;
         }
         if (g->ops[i].kind == OP_SCOPE_BEGIN)
@@ -937,7 +937,7 @@ static void setup_worker(test_ctx *ctx, const worker_shape *ws) {
     cfg.pipeline_depth = ws->depth;
     cfg.heap_ring_bytes = 1u << 20;
     assert_ok(strata_worker_create(&cfg, &ctx->w));
-    assert_ok(strata_register_sub(ctx->w, "random_body", task_body, ctx, &ctx->body));
+    assert_ok(strata_worker_register_sub(ctx->w, "random_body", task_body, ctx, &ctx->body));
     for (int b = 0; b <= NMAIN; b++) {
         assert_ok(strata_buffer_create(ctx->w, ELEMS * sizeof(int32_t), &ctx->bufs[b]));
         int32_t *p = strata_buffer_data(ctx->bufs[b]);
@@ -957,7 +957,7 @@ static void teardown_worker(test_ctx *ctx) {
 }
 
 typedef struct pending_run {
-    strata_run_handle *h;
+    strata_run *h;
     int slot;
 } pending_run;
 
@@ -1023,11 +1023,11 @@ static void run_random_graphs(const worker_shape *ws, int nruns, uint64_t seed) 
                 }
             orch_arg oa = {.ctx = ctx, .g = &graphs[i], .slot = i};
             pend[i].slot = i;
-            int rc = strata_submit(ctx->w, graph_orch, &oa, &pend[i].h);
+            int rc = strata_worker_submit(ctx->w, graph_orch, &oa, &pend[i].h);
             if (rc != STRATA_OK || pend[i].h == NULL) {
                 print_graph(&graphs[i]);
-                fail_msg("strata_submit returned %s and no handle: %s", strata_status_name(rc),
-                         strata_last_error());
+                fail_msg("strata_worker_submit returned %s and no handle: %s",
+                         strata_status_name(rc), strata_error_message());
             }
         }
         for (int i = 0; i < nbatch; i++)

@@ -72,18 +72,18 @@ static int iso_body(const strata_task_args *a, void *user) {
     int32_t value = (int32_t)strata_args_scalar(a, SC_VALUE);
     uint64_t flag = strata_args_scalar(a, SC_FLAG);
     if (flag >= NFLAGS) {
-        strata_task_error("bad flag index");
+        strata_task_set_error("bad flag index");
         return 1;
     }
     atomic_store(&ctx->started[flag], 1);
     if ((op == OP_GATE_ADD || op == OP_GATE_FAIL) && !wait_flag(&ctx->gate, 1)) {
-        strata_task_error("the test never opened the gate");
+        strata_task_set_error("the test never opened the gate");
         atomic_store(&ctx->ran[flag], 2);
         return 1;
     }
     if (op == OP_FAIL || op == OP_GATE_FAIL) {
         atomic_store(&ctx->ran[flag], 2);
-        strata_task_error("planned failure of task #%u", (unsigned)flag);
+        strata_task_set_error("planned failure of task #%u", (unsigned)flag);
         return 1;
     }
     int32_t *t0 = strata_args_data(a, 0);
@@ -113,7 +113,7 @@ static void iso_setup(iso_ctx *ctx, uint32_t sub_workers) {
     cfg.sub_workers = sub_workers;
     cfg.pipeline_depth = 2;
     assert_ok(strata_worker_create(&cfg, &ctx->w));
-    assert_ok(strata_register_sub(ctx->w, "iso_body", iso_body, ctx, &ctx->body));
+    assert_ok(strata_worker_register_sub(ctx->w, "iso_body", iso_body, ctx, &ctx->body));
     strata_buffer **bufs[] = {&ctx->x, &ctx->y, &ctx->z, &ctx->s};
     for (size_t i = 0; i < 4; i++)
         assert_ok(strata_buffer_create(ctx->w, ELEMS * sizeof(int32_t), bufs[i]));
@@ -151,7 +151,7 @@ static int submit_op(strata_orch *o, iso_ctx *ctx, body_op op, int32_t value, in
     STRATA_TRY(strata_args_add_scalar(&a, op));
     STRATA_TRY(strata_args_add_scalar(&a, (uint64_t)(uint32_t)value));
     STRATA_TRY(strata_args_add_scalar(&a, (uint64_t)flag));
-    return strata_submit_sub(o, ctx->body, &a);
+    return strata_orch_submit_sub(o, ctx->body, &a);
 }
 
 static void assert_all(const strata_buffer *b, int32_t expected, const char *name) {
@@ -218,10 +218,10 @@ static void test_failing_run_leaves_overlapping_run_untouched(void **state) {
     static iso_ctx ctx;
     iso_setup(&ctx, 2);
 
-    strata_run_handle *ha = NULL, *hb = NULL;
-    assert_ok(strata_submit(ctx.w, orch_failing_a, &ctx, &ha));
+    strata_run *ha = NULL, *hb = NULL;
+    assert_ok(strata_worker_submit(ctx.w, orch_failing_a, &ctx, &ha));
     assert_true(wait_flag(&ctx.started[A_GATE], 1)); /* run A is executing */
-    assert_ok(strata_submit(ctx.w, orch_healthy_b, &ctx, &hb));
+    assert_ok(strata_worker_submit(ctx.w, orch_healthy_b, &ctx, &hb));
     /* The gate is closed, so A cannot have finished, and B (not the head run)
      * must not have started a single task. */
     assert_int_equal(strata_run_done(ha), 0);
@@ -251,7 +251,7 @@ static void test_failing_run_leaves_overlapping_run_untouched(void **state) {
     assert_ok(strata_run_release(ha));
     assert_ok(strata_run_release(hb));
 
-    assert_ok(strata_run(ctx.w, orch_third_c, &ctx));
+    assert_ok(strata_worker_run(ctx.w, orch_third_c, &ctx));
     assert_all(ctx.x, 102, "x");
     assert_all(ctx.s, 306, "s");
     iso_teardown(&ctx);
@@ -278,10 +278,10 @@ static void test_failing_run_behind_healthy_head(void **state) {
     (void)state;
     static iso_ctx ctx;
     iso_setup(&ctx, 2);
-    strata_run_handle *ha = NULL, *hb = NULL;
-    assert_ok(strata_submit(ctx.w, orch_healthy_gated, &ctx, &ha));
+    strata_run *ha = NULL, *hb = NULL;
+    assert_ok(strata_worker_submit(ctx.w, orch_healthy_gated, &ctx, &ha));
     assert_true(wait_flag(&ctx.started[30], 1));
-    assert_ok(strata_submit(ctx.w, orch_failing_behind, &ctx, &hb));
+    assert_ok(strata_worker_submit(ctx.w, orch_failing_behind, &ctx, &hb));
     assert_int_equal(atomic_load(&ctx.started[40]), 0); /* B waits behind the head */
     atomic_store(&ctx.gate, 1);
 
@@ -330,13 +330,13 @@ static int orch_failfast(strata_orch *o, void *arg) {
             sleep_us(1000); /* the body has failed; give the engine time to record it */
     }
     log->rc = rc;
-    snprintf(log->msg, sizeof log->msg, "%s", strata_last_error());
+    snprintf(log->msg, sizeof log->msg, "%s", strata_error_message());
     int64_t shape[1] = {16};
     strata_tensor t;
     log->alloc_rc = strata_orch_alloc(o, 1, shape, STRATA_I32, &t);
-    log->scope_rc = strata_scope_begin(o);
+    log->scope_rc = strata_orch_scope_begin(o);
     if (log->scope_rc == STRATA_OK)
-        (void)strata_scope_end(o);
+        (void)strata_orch_scope_end(o);
     return rc;
 }
 
@@ -345,8 +345,8 @@ static void test_submits_fail_fast_in_a_failed_run(void **state) {
     static iso_ctx ctx;
     iso_setup(&ctx, 2);
     failfast_log log = {.ctx = &ctx};
-    strata_run_handle *h = NULL;
-    assert_ok(strata_submit(ctx.w, orch_failfast, &log, &h));
+    strata_run *h = NULL;
+    assert_ok(strata_worker_submit(ctx.w, orch_failfast, &log, &h));
     assert_non_null(h);
     assert_status(STRATA_ETASK, strata_run_wait(h, WAIT_NS));
     assert_contains(strata_run_error(h), "planned failure of task #0");
@@ -365,7 +365,7 @@ static void test_submits_fail_fast_in_a_failed_run(void **state) {
 
     /* the worker goes on: the next run is clean */
     assert_all(ctx.x, 0, "x"); /* the failed task wrote nothing */
-    assert_ok(strata_run(ctx.w, orch_third_c, &ctx));
+    assert_ok(strata_worker_run(ctx.w, orch_third_c, &ctx));
     assert_all(ctx.x, 1, "x");
     assert_all(ctx.s, 3, "s");
     iso_teardown(&ctx);
@@ -402,7 +402,7 @@ static int orch_fails_itself(strata_orch *o, void *arg) {
     strata_tensor t;
     int64_t shape[1] = {ELEMS};
     f->rc = strata_tensor_view(c->z, 4, STRATA_I32, 1, shape, NULL, &t);
-    snprintf(f->msg, sizeof f->msg, "%s", strata_last_error());
+    snprintf(f->msg, sizeof f->msg, "%s", strata_error_message());
     return f->rc;
 }
 
@@ -411,8 +411,9 @@ static void test_orchestration_error_cancels_unstarted_tasks(void **state) {
     static iso_ctx ctx;
     iso_setup(&ctx, 2);
     orch_failure f = {.ctx = &ctx};
-    strata_run_handle *h = NULL;
-    assert_ok(strata_submit(ctx.w, orch_fails_itself, &f, &h)); /* the run is still returned */
+    strata_run *h = NULL;
+    assert_ok(
+        strata_worker_submit(ctx.w, orch_fails_itself, &f, &h)); /* the run is still returned */
     assert_non_null(h);
     assert_int_equal(f.rc, STRATA_EINVAL);
     assert_true(f.msg[0] != '\0');
@@ -434,7 +435,7 @@ static void test_orchestration_error_cancels_unstarted_tasks(void **state) {
     assert_ok(strata_run_release(h));
 
     /* the worker goes on */
-    assert_ok(strata_run(ctx.w, orch_third_c, &ctx));
+    assert_ok(strata_worker_run(ctx.w, orch_third_c, &ctx));
     assert_all(ctx.x, 2, "x");
     assert_all(ctx.s, 6, "s");
     iso_teardown(&ctx);

@@ -126,7 +126,7 @@ static int submit2(strata_orch *o, soak_ctx *c, soak_op op, uint32_t k, const st
         STRATA_TRY(strata_args_add_tensor(&a, t1, g1));
     STRATA_TRY(strata_args_add_scalar(&a, op));
     STRATA_TRY(strata_args_add_scalar(&a, k));
-    return strata_submit_sub(o, c->body, &a);
+    return strata_orch_submit_sub(o, c->body, &a);
 }
 
 static int section(strata_orch *o, soak_ctx *c, int g) {
@@ -152,20 +152,20 @@ static int section(strata_orch *o, soak_ctx *c, int g) {
         STRATA_TRY(strata_args_add_scalar(&members[m], OP_SPREAD));
         STRATA_TRY(strata_args_add_scalar(&members[m], 8u * (uint32_t)m));
     }
-    return strata_submit_sub_group(o, c->body, members, 2);
+    return strata_orch_submit_sub_group(o, c->body, members, 2);
 }
 
 static int soak_orch(strata_orch *o, void *arg) {
     soak_ctx *c = arg;
     for (int g = 0; g < SECTIONS; g++) {
         bool nested = g % 2 == 1;
-        STRATA_TRY(strata_scope_begin(o));
+        STRATA_TRY(strata_orch_scope_begin(o));
         if (nested)
-            STRATA_TRY(strata_scope_begin(o));
+            STRATA_TRY(strata_orch_scope_begin(o));
         STRATA_TRY(section(o, c, g));
         if (nested)
-            STRATA_TRY(strata_scope_end(o));
-        STRATA_TRY(strata_scope_end(o));
+            STRATA_TRY(strata_orch_scope_end(o));
+        STRATA_TRY(strata_orch_scope_end(o));
     }
     return STRATA_OK;
 }
@@ -221,7 +221,7 @@ static void compare(const soak_ctx *c, uint32_t after_run) {
     }
 }
 
-static void finish(strata_run_handle **h, uint32_t index) {
+static void finish(strata_run **h, uint32_t index) {
     if (!*h)
         return;
     int rc = strata_run_wait(*h, WAIT_NS);
@@ -253,7 +253,7 @@ static void test_soak_overlapping_runs(void **state) {
     cfg.pipeline_depth = 2;
     cfg.heap_ring_bytes = 256 * 1024; /* small, so the warm-up wraps every ring in use */
     assert_ok(strata_worker_create(&cfg, &c->w));
-    assert_ok(strata_register_sub(c->w, "soak", soak_body, NULL, &c->body));
+    assert_ok(strata_worker_register_sub(c->w, "soak", soak_body, NULL, &c->body));
     assert_ok(strata_buffer_create(c->w, ELEMS * sizeof(int32_t), &c->src));
     assert_ok(strata_buffer_create(c->w, ELEMS * sizeof(int32_t), &c->acc));
     assert_ok(strata_buffer_create(c->w, ELEMS * sizeof(int32_t), &c->out));
@@ -264,14 +264,14 @@ static void test_soak_overlapping_runs(void **state) {
 
     uint32_t nruns = soak_runs(), warmup = nruns / 5;
     long rss_warm = 0;
-    strata_run_handle *prev = NULL;
+    strata_run *prev = NULL;
     for (uint32_t r = 0; r < nruns; r++) {
-        strata_run_handle *h = NULL;
+        strata_run *h = NULL;
         c->run_index = r;
-        int rc = strata_submit(c->w, soak_orch, c, &h);
+        int rc = strata_worker_submit(c->w, soak_orch, c, &h);
         if (rc != STRATA_OK)
             fail_msg("submit of soak run %u: %s: %s", r, strata_status_name(rc),
-                     strata_last_error());
+                     strata_error_message());
         finish(&prev, r - 1); /* run r was built while r-1 executed */
         prev = h;
         model_run(c, r);

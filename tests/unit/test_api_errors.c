@@ -1,7 +1,7 @@
 // label: concurrency
 /* tests/unit/test_api_errors.c - bad input of every kind through the public
  * API: each call returns the documented status and leaves a non-empty
- * strata_last_error() that names the problem; nothing aborts, hangs or leaks.
+ * strata_error_message() that names the problem; nothing aborts, hangs or leaks.
  *
  * Owns: the error contract of include/strata/{worker,tensor,status}.h.
  * Must never: assert on timing, or run cmocka assertions inside an
@@ -28,9 +28,9 @@
 /* Assert that the last error is non-empty and mentions `needle` (any case). */
 #define assert_message_mentions(needle)                                                            \
     do {                                                                                           \
-        const char *am_msg_ = strata_last_error();                                                 \
+        const char *am_msg_ = strata_error_message();                                              \
         if (!am_msg_ || !am_msg_[0])                                                               \
-            fail_msg("strata_last_error() is empty; expected a message about '%s'", (needle));     \
+            fail_msg("strata_error_message() is empty; expected a message about '%s'", (needle));  \
         if (!strcasestr(am_msg_, (needle)))                                                        \
             fail_msg("message '%s' does not mention '%s'", am_msg_, (needle));                     \
     } while (0)
@@ -110,8 +110,8 @@ static fixture *make_with(uint32_t subs, int nnext) {
         st_test_ep_config ec = {0};
         assert_ok(st_test_ep_add(f->w, &ec, &f->ep_id[i], &f->ep[i]));
     }
-    assert_ok(strata_register_sub(f->w, "noop", noop_fn, f, &f->noop));
-    assert_ok(strata_register_sub(f->w, "gate_wait", gate_wait_fn, f, &f->gate_wait));
+    assert_ok(strata_worker_register_sub(f->w, "noop", noop_fn, f, &f->noop));
+    assert_ok(strata_worker_register_sub(f->w, "gate_wait", gate_wait_fn, f, &f->gate_wait));
     assert_ok(st_register_next_level(f->w, "nl", NULL, NULL, NULL, &f->nl));
     assert_ok(strata_worker_init(f->w));
     assert_ok(strata_buffer_create(f->w, BUF_BYTES, &f->buf));
@@ -143,7 +143,7 @@ static void record(fixture *f, int rc) {
         return; /* asserted afterwards: the test reads only what it recorded */
     probe *p = &f->p[f->np++];
     p->rc = rc;
-    snprintf(p->msg, sizeof p->msg, "%s", rc != STRATA_OK ? strata_last_error() : "");
+    snprintf(p->msg, sizeof p->msg, "%s", rc != STRATA_OK ? strata_error_message() : "");
 }
 
 /* Run `expr` inside an orchestration function and keep its status + message. */
@@ -177,7 +177,7 @@ static int orch_run_body(strata_orch *o, void *arg) {
 static void run_body(fixture *f, orch_body body) {
     f->body = body;
     f->np = 0;
-    assert_ok(strata_run(f->w, orch_run_body, f));
+    assert_ok(strata_worker_run(f->w, orch_run_body, f));
     assert_true(f->np < MAX_PROBES);
 }
 
@@ -185,14 +185,14 @@ static int orch_noop_task(strata_orch *o, void *arg) {
     fixture *f = arg;
     strata_task_args a;
     strata_args_init(&a);
-    return strata_submit_sub(o, f->noop, &a);
+    return strata_orch_submit_sub(o, f->noop, &a);
 }
 
 static int orch_gated_task(strata_orch *o, void *arg) {
     fixture *f = arg;
     strata_task_args a;
     strata_args_init(&a);
-    return strata_submit_sub(o, f->gate_wait, &a);
+    return strata_orch_submit_sub(o, f->gate_wait, &a);
 }
 
 static int orch_empty(strata_orch *o, void *arg) {
@@ -225,25 +225,25 @@ static void null_arguments_to_register_sub_are_einval(void **state) {
     (void)state;
     fixture *f = make();
     strata_callable c = 123;
-    assert_fails(STRATA_EINVAL, "NULL", strata_register_sub(NULL, "x", noop_fn, NULL, &c));
-    assert_fails(STRATA_EINVAL, "NULL", strata_register_sub(f->w, NULL, noop_fn, NULL, &c));
-    assert_fails(STRATA_EINVAL, "NULL", strata_register_sub(f->w, "x", noop_fn, NULL, NULL));
-    assert_fails(STRATA_EINVAL, "NULL", strata_register_sub(f->w, "x", NULL, NULL, &c));
+    assert_fails(STRATA_EINVAL, "NULL", strata_worker_register_sub(NULL, "x", noop_fn, NULL, &c));
+    assert_fails(STRATA_EINVAL, "NULL", strata_worker_register_sub(f->w, NULL, noop_fn, NULL, &c));
+    assert_fails(STRATA_EINVAL, "NULL", strata_worker_register_sub(f->w, "x", noop_fn, NULL, NULL));
+    assert_fails(STRATA_EINVAL, "NULL", strata_worker_register_sub(f->w, "x", NULL, NULL, &c));
     assert_int_equal(c, 123); /* nothing written on failure */
     /* and "x" was never registered by any of them */
-    assert_ok(strata_register_sub(f->w, "x", noop_fn, f, &c));
+    assert_ok(strata_worker_register_sub(f->w, "x", noop_fn, f, &c));
     destroy(f);
 }
 
 static void null_arguments_to_run_calls_are_einval(void **state) {
     (void)state;
     fixture *f = make();
-    strata_run_handle *h = (strata_run_handle *)f;
-    assert_fails(STRATA_EINVAL, "NULL", strata_submit(NULL, orch_empty, NULL, &h));
-    assert_fails(STRATA_EINVAL, "NULL", strata_submit(f->w, NULL, NULL, &h));
-    assert_fails(STRATA_EINVAL, "NULL", strata_submit(f->w, orch_empty, NULL, NULL));
-    assert_fails(STRATA_EINVAL, "NULL", strata_run(NULL, orch_empty, NULL));
-    assert_fails(STRATA_EINVAL, "NULL", strata_run(f->w, NULL, NULL));
+    strata_run *h = (strata_run *)f;
+    assert_fails(STRATA_EINVAL, "NULL", strata_worker_submit(NULL, orch_empty, NULL, &h));
+    assert_fails(STRATA_EINVAL, "NULL", strata_worker_submit(f->w, NULL, NULL, &h));
+    assert_fails(STRATA_EINVAL, "NULL", strata_worker_submit(f->w, orch_empty, NULL, NULL));
+    assert_fails(STRATA_EINVAL, "NULL", strata_worker_run(NULL, orch_empty, NULL));
+    assert_fails(STRATA_EINVAL, "NULL", strata_worker_run(f->w, NULL, NULL));
     assert_fails(STRATA_EINVAL, "NULL", strata_run_wait(NULL, 0));
     assert_fails(STRATA_EINVAL, "NULL", strata_run_status(NULL));
     assert_int_equal(strata_run_done(NULL), 0);
@@ -251,7 +251,7 @@ static void null_arguments_to_run_calls_are_einval(void **state) {
     assert_int_equal(strata_run_id(NULL), 0);
     assert_ok(strata_run_release(NULL)); /* like free(NULL) */
     /* the worker is still usable */
-    assert_ok(strata_run(f->w, orch_noop_task, f));
+    assert_ok(strata_worker_run(f->w, orch_noop_task, f));
     assert_int_equal(atomic_load(&f->noop_runs), 1);
     destroy(f);
 }
@@ -336,22 +336,22 @@ static void body_null_orch_arguments(strata_orch *o, fixture *f) {
     strata_task_args ga[2];
     strata_args_init(&ga[0]);
     strata_args_init(&ga[1]);
-    PROBE(f, strata_submit_sub(NULL, f->noop, &a));                          /* 0 */
-    PROBE(f, strata_submit_sub(o, f->noop, NULL));                           /* 1 */
-    PROBE(f, strata_submit_next_level(NULL, f->nl, &a, NULL, f->ep_id[0]));  /* 2 */
-    PROBE(f, strata_submit_next_level(o, f->nl, NULL, NULL, f->ep_id[0]));   /* 3 */
-    PROBE(f, strata_submit_sub_group(NULL, f->noop, ga, 2));                 /* 4 */
-    PROBE(f, strata_submit_sub_group(o, f->noop, NULL, 2));                  /* 5 */
-    PROBE(f, strata_submit_next_level_group(NULL, f->nl, ga, NULL, ids, 2)); /* 6 */
-    PROBE(f, strata_submit_next_level_group(o, f->nl, NULL, NULL, ids, 2));  /* 7 */
-    PROBE(f, strata_submit_next_level_group(o, f->nl, ga, NULL, NULL, 2));   /* 8 */
-    PROBE(f, strata_orch_alloc(NULL, 1, &n, STRATA_I32, &t));                /* 9 */
-    PROBE(f, strata_orch_alloc(o, 1, NULL, STRATA_I32, &t));                 /* 10 */
-    PROBE(f, strata_orch_alloc(o, 1, &n, STRATA_I32, NULL));                 /* 11 */
-    PROBE(f, strata_scope_begin(NULL));                                      /* 12 */
-    PROBE(f, strata_scope_end(NULL));                                        /* 13 */
-    PROBE(f, strata_orch_run_id(NULL) == 0 ? STRATA_OK : STRATA_EINVAL);     /* 14 */
-    PROBE(f, strata_submit_sub(o, f->noop, &a));                             /* 15: control */
+    PROBE(f, strata_orch_submit_sub(NULL, f->noop, &a));                          /* 0 */
+    PROBE(f, strata_orch_submit_sub(o, f->noop, NULL));                           /* 1 */
+    PROBE(f, strata_orch_submit_next_level(NULL, f->nl, &a, NULL, f->ep_id[0]));  /* 2 */
+    PROBE(f, strata_orch_submit_next_level(o, f->nl, NULL, NULL, f->ep_id[0]));   /* 3 */
+    PROBE(f, strata_orch_submit_sub_group(NULL, f->noop, ga, 2));                 /* 4 */
+    PROBE(f, strata_orch_submit_sub_group(o, f->noop, NULL, 2));                  /* 5 */
+    PROBE(f, strata_orch_submit_next_level_group(NULL, f->nl, ga, NULL, ids, 2)); /* 6 */
+    PROBE(f, strata_orch_submit_next_level_group(o, f->nl, NULL, NULL, ids, 2));  /* 7 */
+    PROBE(f, strata_orch_submit_next_level_group(o, f->nl, ga, NULL, NULL, 2));   /* 8 */
+    PROBE(f, strata_orch_alloc(NULL, 1, &n, STRATA_I32, &t));                     /* 9 */
+    PROBE(f, strata_orch_alloc(o, 1, NULL, STRATA_I32, &t));                      /* 10 */
+    PROBE(f, strata_orch_alloc(o, 1, &n, STRATA_I32, NULL));                      /* 11 */
+    PROBE(f, strata_orch_scope_begin(NULL));                                      /* 12 */
+    PROBE(f, strata_orch_scope_end(NULL));                                        /* 13 */
+    PROBE(f, strata_orch_run_id(NULL) == 0 ? STRATA_OK : STRATA_EINVAL);          /* 14 */
+    PROBE(f, strata_orch_submit_sub(o, f->noop, &a));                             /* 15: control */
 }
 
 static void null_arguments_inside_orchestration_are_einval(void **state) {
@@ -374,10 +374,11 @@ static void submit_before_init_is_estate(void **state) {
     strata_worker_config_init(&cfg);
     strata_worker *w;
     assert_ok(strata_worker_create(&cfg, &w));
-    strata_run_handle *h = (strata_run_handle *)&cfg;
-    assert_fails(STRATA_ESTATE, "strata_worker_init", strata_submit(w, orch_empty, NULL, &h));
+    strata_run *h = (strata_run *)&cfg;
+    assert_fails(STRATA_ESTATE, "strata_worker_init",
+                 strata_worker_submit(w, orch_empty, NULL, &h));
     assert_null(h);
-    assert_fails(STRATA_ESTATE, "strata_worker_init", strata_run(w, orch_empty, NULL));
+    assert_fails(STRATA_ESTATE, "strata_worker_init", strata_worker_run(w, orch_empty, NULL));
     strata_worker_destroy(w); /* never initialised: must not hang or leak */
 }
 
@@ -385,7 +386,7 @@ static void init_twice_is_estate(void **state) {
     (void)state;
     fixture *f = make();
     assert_fails(STRATA_ESTATE, "already initialised", strata_worker_init(f->w));
-    assert_ok(strata_run(f->w, orch_noop_task, f)); /* still works */
+    assert_ok(strata_worker_run(f->w, orch_noop_task, f)); /* still works */
     destroy(f);
 }
 
@@ -422,12 +423,12 @@ static void close_of_never_initialised_worker_with_endpoints_is_clean(void **sta
 static void submit_after_close_is_eclosed(void **state) {
     (void)state;
     fixture *f = make();
-    assert_ok(strata_run(f->w, orch_noop_task, f));
+    assert_ok(strata_worker_run(f->w, orch_noop_task, f));
     assert_ok(strata_worker_close(f->w));
-    strata_run_handle *h = (strata_run_handle *)f;
-    assert_fails(STRATA_ECLOSED, "closed", strata_submit(f->w, orch_noop_task, f, &h));
+    strata_run *h = (strata_run *)f;
+    assert_fails(STRATA_ECLOSED, "closed", strata_worker_submit(f->w, orch_noop_task, f, &h));
     assert_null(h);
-    assert_fails(STRATA_ECLOSED, "closed", strata_run(f->w, orch_noop_task, f));
+    assert_fails(STRATA_ECLOSED, "closed", strata_worker_run(f->w, orch_noop_task, f));
     assert_int_equal(atomic_load(&f->noop_runs), 1);
     destroy(f);
 }
@@ -437,7 +438,8 @@ static void register_after_close_is_eclosed(void **state) {
     fixture *f = make();
     assert_ok(strata_worker_close(f->w));
     strata_callable c;
-    assert_fails(STRATA_ECLOSED, "closed", strata_register_sub(f->w, "late", noop_fn, f, &c));
+    assert_fails(STRATA_ECLOSED, "closed",
+                 strata_worker_register_sub(f->w, "late", noop_fn, f, &c));
     assert_fails(STRATA_ECLOSED, "closed",
                  st_register_next_level(f->w, "late_nl", NULL, NULL, NULL, &c));
     destroy(f);
@@ -447,7 +449,7 @@ static void register_after_init_is_allowed(void **state) {
     (void)state;
     fixture *f = make();
     strata_callable c;
-    assert_ok(strata_register_sub(f->w, "after_init", noop_fn, f, &c));
+    assert_ok(strata_worker_register_sub(f->w, "after_init", noop_fn, f, &c));
     assert_true(c >= 0);
     destroy(f);
 }
@@ -462,8 +464,8 @@ static void *open_gate_later(void *arg) {
 static void close_waits_for_running_runs(void **state) {
     (void)state;
     fixture *f = make();
-    strata_run_handle *h;
-    assert_ok(strata_submit(f->w, orch_gated_task, f, &h));
+    strata_run *h;
+    assert_ok(strata_worker_submit(f->w, orch_gated_task, f, &h));
     pthread_t t;
     assert_int_equal(pthread_create(&t, NULL, open_gate_later, f), 0);
     assert_ok(strata_worker_close(f->w)); /* returns only once the gated run finished */
@@ -477,8 +479,8 @@ static void close_waits_for_running_runs(void **state) {
 static void release_of_unfinished_run_is_estate(void **state) {
     (void)state;
     fixture *f = make();
-    strata_run_handle *h;
-    assert_ok(strata_submit(f->w, orch_gated_task, f, &h));
+    strata_run *h;
+    assert_ok(strata_worker_submit(f->w, orch_gated_task, f, &h));
     assert_false(strata_run_done(h));
     assert_fails(STRATA_ESTATE, "wait", strata_run_release(h));
     assert_fails(STRATA_ETIMEDOUT, "still", strata_run_wait(h, 1000));
@@ -493,21 +495,21 @@ typedef struct nested {
     fixture *f;
     int submit_rc, run_rc, close_rc;
     char submit_msg[STRATA_ERRMSG_MAX], run_msg[STRATA_ERRMSG_MAX], close_msg[STRATA_ERRMSG_MAX];
-    strata_run_handle *inner;
+    strata_run *inner;
 } nested;
 
 static int orch_nested_calls(strata_orch *o, void *arg) {
     nested *n = arg;
     st_clear_error();
-    n->inner = (strata_run_handle *)n;
-    n->submit_rc = strata_submit(n->f->w, orch_noop_task, n->f, &n->inner);
-    snprintf(n->submit_msg, sizeof n->submit_msg, "%s", strata_last_error());
+    n->inner = (strata_run *)n;
+    n->submit_rc = strata_worker_submit(n->f->w, orch_noop_task, n->f, &n->inner);
+    snprintf(n->submit_msg, sizeof n->submit_msg, "%s", strata_error_message());
     st_clear_error();
-    n->run_rc = strata_run(n->f->w, orch_noop_task, n->f);
-    snprintf(n->run_msg, sizeof n->run_msg, "%s", strata_last_error());
+    n->run_rc = strata_worker_run(n->f->w, orch_noop_task, n->f);
+    snprintf(n->run_msg, sizeof n->run_msg, "%s", strata_error_message());
     st_clear_error();
     n->close_rc = strata_worker_close(n->f->w);
-    snprintf(n->close_msg, sizeof n->close_msg, "%s", strata_last_error());
+    snprintf(n->close_msg, sizeof n->close_msg, "%s", strata_error_message());
     return orch_noop_task(o, n->f);
 }
 
@@ -515,7 +517,7 @@ static void submit_and_close_inside_orchestration_are_estate(void **state) {
     (void)state;
     fixture *f = make();
     nested n = {.f = f};
-    assert_ok(strata_run(f->w, orch_nested_calls, &n)); /* no deadlock */
+    assert_ok(strata_worker_run(f->w, orch_nested_calls, &n)); /* no deadlock */
     assert_int_equal(n.submit_rc, STRATA_ESTATE);
     assert_non_null(strcasestr(n.submit_msg, "inside an orchestration function"));
     assert_null(n.inner);
@@ -525,7 +527,7 @@ static void submit_and_close_inside_orchestration_are_estate(void **state) {
     assert_non_null(strcasestr(n.close_msg, "inside an orchestration function"));
     /* only the outer run's own task ran, and the worker is not closed */
     assert_int_equal(atomic_load(&f->noop_runs), 1);
-    assert_ok(strata_run(f->w, orch_noop_task, f));
+    assert_ok(strata_worker_run(f->w, orch_noop_task, f));
     assert_int_equal(atomic_load(&f->noop_runs), 2);
     destroy(f);
 }
@@ -547,17 +549,17 @@ static void orch_pointer_used_after_function_returned_is_estate(void **state) {
     int64_t n = 4;
     int ids[1] = {f->ep_id[0]};
     assert_fails(STRATA_ESTATE, "outside an orchestration function",
-                 strata_submit_sub(o, f->noop, &a));
+                 strata_orch_submit_sub(o, f->noop, &a));
     assert_fails(STRATA_ESTATE, "outside an orchestration function",
-                 strata_submit_next_level(o, f->nl, &a, NULL, f->ep_id[0]));
+                 strata_orch_submit_next_level(o, f->nl, &a, NULL, f->ep_id[0]));
     assert_fails(STRATA_ESTATE, "outside an orchestration function",
-                 strata_submit_sub_group(o, f->noop, &a, 1));
+                 strata_orch_submit_sub_group(o, f->noop, &a, 1));
     assert_fails(STRATA_ESTATE, "outside an orchestration function",
-                 strata_submit_next_level_group(o, f->nl, &a, NULL, ids, 1));
+                 strata_orch_submit_next_level_group(o, f->nl, &a, NULL, ids, 1));
     assert_fails(STRATA_ESTATE, "outside an orchestration function",
                  strata_orch_alloc(o, 1, &n, STRATA_I32, &t));
-    assert_fails(STRATA_ESTATE, "outside an orchestration function", strata_scope_begin(o));
-    assert_fails(STRATA_ESTATE, "outside an orchestration function", strata_scope_end(o));
+    assert_fails(STRATA_ESTATE, "outside an orchestration function", strata_orch_scope_begin(o));
+    assert_fails(STRATA_ESTATE, "outside an orchestration function", strata_orch_scope_end(o));
     assert_int_equal(strata_orch_run_id(o), 0);
     assert_int_equal(atomic_load(&f->noop_runs), 0);
     destroy(f);
@@ -574,8 +576,8 @@ static void *submit_from_other_thread(void *arg) {
     other_thread *ot = arg;
     strata_task_args a;
     strata_args_init(&a);
-    ot->rc = strata_submit_sub(ot->o, ot->f->noop, &a);
-    snprintf(ot->msg, sizeof ot->msg, "%s", strata_last_error());
+    ot->rc = strata_orch_submit_sub(ot->o, ot->f->noop, &a);
+    snprintf(ot->msg, sizeof ot->msg, "%s", strata_error_message());
     return NULL;
 }
 
@@ -607,11 +609,11 @@ static void body_unknown_callable(strata_orch *o, fixture *f) {
     strata_args_init(&a[0]);
     strata_args_init(&a[1]);
     int ids[2] = {f->ep_id[0], f->ep_id[1]};
-    PROBE(f, strata_submit_sub(o, 999, &a[0]));
-    PROBE(f, strata_submit_sub(o, -1, &a[0]));
-    PROBE(f, strata_submit_next_level(o, 999, &a[0], NULL, f->ep_id[0]));
-    PROBE(f, strata_submit_sub_group(o, ST_MAX_CALLABLES, a, 2));
-    PROBE(f, strata_submit_next_level_group(o, -7, a, NULL, ids, 2));
+    PROBE(f, strata_orch_submit_sub(o, 999, &a[0]));
+    PROBE(f, strata_orch_submit_sub(o, -1, &a[0]));
+    PROBE(f, strata_orch_submit_next_level(o, 999, &a[0], NULL, f->ep_id[0]));
+    PROBE(f, strata_orch_submit_sub_group(o, ST_MAX_CALLABLES, a, 2));
+    PROBE(f, strata_orch_submit_next_level_group(o, -7, a, NULL, ids, 2));
 }
 
 static void unknown_callable_id_is_einval(void **state) {
@@ -629,12 +631,12 @@ static void body_wrong_kind(strata_orch *o, fixture *f) {
     strata_args_init(&a[0]);
     strata_args_init(&a[1]);
     int ids[2] = {f->ep_id[0], f->ep_id[1]};
-    PROBE(f, strata_submit_next_level(o, f->noop, &a[0], NULL, f->ep_id[0])); /* 0 */
-    PROBE(f, strata_submit_next_level_group(o, f->noop, a, NULL, ids, 2));    /* 1 */
-    PROBE(f, strata_submit_sub(o, f->nl, &a[0]));                             /* 2 */
-    PROBE(f, strata_submit_sub_group(o, f->nl, a, 2));                        /* 3 */
-    PROBE(f, strata_submit_next_level(o, f->nl, &a[0], NULL, f->ep_id[0]));   /* 4: control */
-    PROBE(f, strata_submit_sub(o, f->noop, &a[0]));                           /* 5: control */
+    PROBE(f, strata_orch_submit_next_level(o, f->noop, &a[0], NULL, f->ep_id[0])); /* 0 */
+    PROBE(f, strata_orch_submit_next_level_group(o, f->noop, a, NULL, ids, 2));    /* 1 */
+    PROBE(f, strata_orch_submit_sub(o, f->nl, &a[0]));                             /* 2 */
+    PROBE(f, strata_orch_submit_sub_group(o, f->nl, a, 2));                        /* 3 */
+    PROBE(f, strata_orch_submit_next_level(o, f->nl, &a[0], NULL, f->ep_id[0]));   /* 4: control */
+    PROBE(f, strata_orch_submit_sub(o, f->noop, &a[0]));                           /* 5: control */
 }
 
 static void callable_of_the_wrong_kind_is_einval(void **state) {
@@ -659,11 +661,11 @@ static void body_unknown_worker(strata_orch *o, fixture *f) {
     strata_args_init(&a[1]);
     int bad[2] = {f->ep_id[0], 2};
     int neg[2] = {-1, f->ep_id[0]};
-    PROBE(f, strata_submit_next_level(o, f->nl, &a[0], NULL, 2));
-    PROBE(f, strata_submit_next_level(o, f->nl, &a[0], NULL, -1));
-    PROBE(f, strata_submit_next_level(o, f->nl, &a[0], NULL, STRATA_MAX_NEXT_LEVEL));
-    PROBE(f, strata_submit_next_level_group(o, f->nl, a, NULL, bad, 2));
-    PROBE(f, strata_submit_next_level_group(o, f->nl, a, NULL, neg, 2));
+    PROBE(f, strata_orch_submit_next_level(o, f->nl, &a[0], NULL, 2));
+    PROBE(f, strata_orch_submit_next_level(o, f->nl, &a[0], NULL, -1));
+    PROBE(f, strata_orch_submit_next_level(o, f->nl, &a[0], NULL, STRATA_MAX_NEXT_LEVEL));
+    PROBE(f, strata_orch_submit_next_level_group(o, f->nl, a, NULL, bad, 2));
+    PROBE(f, strata_orch_submit_next_level_group(o, f->nl, a, NULL, neg, 2));
 }
 
 static void unknown_next_level_worker_id_is_einval(void **state) {
@@ -681,7 +683,7 @@ static void unknown_next_level_worker_id_is_einval(void **state) {
 static void body_next_level_without_children(strata_orch *o, fixture *f) {
     strata_task_args a;
     strata_args_init(&a);
-    PROBE(f, strata_submit_next_level(o, f->nl, &a, NULL, 0));
+    PROBE(f, strata_orch_submit_next_level(o, f->nl, &a, NULL, 0));
 }
 
 static void next_level_task_on_worker_without_children_is_einval(void **state) {
@@ -696,7 +698,7 @@ static void next_level_task_on_worker_without_children_is_einval(void **state) {
 static void body_sub_without_sub_workers(strata_orch *o, fixture *f) {
     strata_task_args a;
     strata_args_init(&a);
-    PROBE(f, strata_submit_sub(o, f->noop, &a));
+    PROBE(f, strata_orch_submit_sub(o, f->noop, &a));
 }
 
 static void sub_task_on_worker_without_sub_workers_is_einval(void **state) {
@@ -713,8 +715,8 @@ static void body_duplicate_target(strata_orch *o, fixture *f) {
     strata_args_init(&a[1]);
     int dup[2] = {f->ep_id[1], f->ep_id[1]};
     int ok[2] = {f->ep_id[1], f->ep_id[0]};
-    PROBE(f, strata_submit_next_level_group(o, f->nl, a, NULL, dup, 2));
-    PROBE(f, strata_submit_next_level_group(o, f->nl, a, NULL, ok, 2)); /* control */
+    PROBE(f, strata_orch_submit_next_level_group(o, f->nl, a, NULL, dup, 2));
+    PROBE(f, strata_orch_submit_next_level_group(o, f->nl, a, NULL, ok, 2)); /* control */
 }
 
 static void duplicate_group_target_is_einval(void **state) {
@@ -739,14 +741,15 @@ static void body_group_sizes(strata_orch *o, fixture *f) {
         strata_args_init(&a[i]);
         ids[i] = i;
     }
-    PROBE(f, strata_submit_sub_group(o, f->noop, a, 0));                                    /* 0 */
-    PROBE(f, strata_submit_sub_group(o, f->noop, a, -1));                                   /* 1 */
-    PROBE(f, strata_submit_sub_group(o, f->noop, a, STRATA_MAX_GROUP + 1));                 /* 2 */
-    PROBE(f, strata_submit_sub_group(o, f->noop, a, 3));                                    /* 3 */
-    PROBE(f, strata_submit_next_level_group(o, f->nl, a, NULL, ids, 0));                    /* 4 */
-    PROBE(f, strata_submit_next_level_group(o, f->nl, a, NULL, ids, STRATA_MAX_GROUP + 1)); /* 5 */
-    PROBE(f, strata_submit_next_level_group(o, f->nl, a, NULL, ids, 3));                    /* 6 */
-    PROBE(f, strata_submit_sub_group(o, f->noop, a, 2));                                    /* 7 */
+    PROBE(f, strata_orch_submit_sub_group(o, f->noop, a, 0));                    /* 0 */
+    PROBE(f, strata_orch_submit_sub_group(o, f->noop, a, -1));                   /* 1 */
+    PROBE(f, strata_orch_submit_sub_group(o, f->noop, a, STRATA_MAX_GROUP + 1)); /* 2 */
+    PROBE(f, strata_orch_submit_sub_group(o, f->noop, a, 3));                    /* 3 */
+    PROBE(f, strata_orch_submit_next_level_group(o, f->nl, a, NULL, ids, 0));    /* 4 */
+    PROBE(f, strata_orch_submit_next_level_group(o, f->nl, a, NULL, ids,
+                                                 STRATA_MAX_GROUP + 1));      /* 5 */
+    PROBE(f, strata_orch_submit_next_level_group(o, f->nl, a, NULL, ids, 3)); /* 6 */
+    PROBE(f, strata_orch_submit_sub_group(o, f->noop, a, 2));                 /* 7 */
     free(a);
 }
 
@@ -770,11 +773,11 @@ static void body_call_config_flags(strata_orch *o, fixture *f) {
     strata_task_args a;
     strata_args_init(&a);
     strata_call_config cc = {.block_dim = 0, .flags = 0x2};
-    PROBE(f, strata_submit_next_level(o, f->nl, &a, &cc, f->ep_id[0]));
+    PROBE(f, strata_orch_submit_next_level(o, f->nl, &a, &cc, f->ep_id[0]));
     cc.flags = 0;
-    PROBE(f, strata_submit_next_level(o, f->nl, &a, &cc, f->ep_id[0]));
+    PROBE(f, strata_orch_submit_next_level(o, f->nl, &a, &cc, f->ep_id[0]));
     cc.flags = STRATA_CALL_DIAGNOSTICS;
-    PROBE(f, strata_submit_next_level(o, f->nl, &a, &cc, f->ep_id[0]));
+    PROBE(f, strata_orch_submit_next_level(o, f->nl, &a, &cc, f->ep_id[0]));
 }
 
 static void unknown_call_config_flags_are_einval(void **state) {
@@ -890,7 +893,7 @@ static void probe_submit_tensor(strata_orch *o, fixture *f, const strata_tensor 
         record(f, rc);
         return;
     }
-    PROBE(f, strata_submit_sub(o, f->noop, &a));
+    PROBE(f, strata_orch_submit_sub(o, f->noop, &a));
 }
 
 static void body_hand_modified_tensors(strata_orch *o, fixture *f) {
@@ -1020,7 +1023,7 @@ static void body_too_many_tensors(strata_orch *o, fixture *f) {
     PROBE(f, strata_args_add_tensor(&a, &extra, STRATA_IN));                /* 16 */
     PROBE(f, a.invalid ? STRATA_OK : STRATA_EINVAL);                        /* 17 */
     PROBE(f, a.ntensors == STRATA_MAX_TENSORS ? STRATA_OK : STRATA_EINVAL); /* 18 */
-    PROBE(f, strata_submit_sub(o, f->noop, &a));                            /* 19 */
+    PROBE(f, strata_orch_submit_sub(o, f->noop, &a));                       /* 19 */
 }
 
 static void too_many_tensors_invalidate_the_args_and_the_submit(void **state) {
@@ -1041,13 +1044,13 @@ static void body_too_many_scalars(strata_orch *o, fixture *f) {
     strata_task_args a;
     strata_args_init(&a);
     for (int i = 0; i < STRATA_MAX_SCALARS; i++)
-        PROBE(f, strata_args_add_scalar(&a, (uint64_t)i));               /* 0..15 */
-    PROBE(f, strata_args_add_scalar(&a, 99));                            /* 16 */
-    PROBE(f, strata_submit_sub(o, f->noop, &a));                         /* 17 */
-    PROBE(f, strata_submit_next_level(o, f->nl, &a, NULL, f->ep_id[0])); /* 18 */
+        PROBE(f, strata_args_add_scalar(&a, (uint64_t)i));                    /* 0..15 */
+    PROBE(f, strata_args_add_scalar(&a, 99));                                 /* 16 */
+    PROBE(f, strata_orch_submit_sub(o, f->noop, &a));                         /* 17 */
+    PROBE(f, strata_orch_submit_next_level(o, f->nl, &a, NULL, f->ep_id[0])); /* 18 */
     /* re-initialising makes them usable again */
     strata_args_init(&a);
-    PROBE(f, strata_submit_sub(o, f->noop, &a)); /* 19 */
+    PROBE(f, strata_orch_submit_sub(o, f->noop, &a)); /* 19 */
 }
 
 static void too_many_scalars_invalidate_the_args_and_the_submit(void **state) {
@@ -1070,7 +1073,7 @@ static void body_unknown_tag(strata_orch *o, fixture *f) {
     strata_args_init(&a);
     strata_tensor t = i32_view(f, 0, 4, 1);
     PROBE(f, strata_args_add_tensor(&a, &t, (strata_tag)(STRATA_NO_DEP + 1)));
-    PROBE(f, strata_submit_sub(o, f->noop, &a));
+    PROBE(f, strata_orch_submit_sub(o, f->noop, &a));
 }
 
 static void unknown_tag_invalidates_the_args(void **state) {
@@ -1089,7 +1092,7 @@ static void body_group_member_invalid(strata_orch *o, fixture *f) {
     strata_args_init(&a[1]);
     for (int i = 0; i <= STRATA_MAX_SCALARS; i++)
         strata_args_add_scalar(&a[1], 1);
-    PROBE(f, strata_submit_sub_group(o, f->noop, a, 2));
+    PROBE(f, strata_orch_submit_sub_group(o, f->noop, a, 2));
 }
 
 static void invalid_args_of_one_group_member_fail_the_group(void **state) {
@@ -1110,7 +1113,7 @@ static void probe_pair(strata_orch *o, fixture *f, strata_tensor t0, strata_tag 
     strata_args_init(&a);
     strata_args_add_tensor(&a, &t0, tag0);
     strata_args_add_tensor(&a, &t1, tag1);
-    PROBE(f, strata_submit_sub(o, f->noop, &a));
+    PROBE(f, strata_orch_submit_sub(o, f->noop, &a));
 }
 
 static void body_overlap_with_a_writer(strata_orch *o, fixture *f) {
@@ -1153,18 +1156,18 @@ static void body_group_members_overlap(strata_orch *o, fixture *f) {
     strata_args_init(&m[1]);
     strata_args_add_tensor(&m[0], &lo, STRATA_OUT);
     strata_args_add_tensor(&m[1], &mid, STRATA_OUT);
-    PROBE(f, strata_submit_sub_group(o, f->noop, m, 2)); /* 0: write + write */
+    PROBE(f, strata_orch_submit_sub_group(o, f->noop, m, 2)); /* 0: write + write */
     strata_args_init(&m[1]);
     strata_args_add_tensor(&m[1], &mid, STRATA_IN);
-    PROBE(f, strata_submit_sub_group(o, f->noop, m, 2)); /* 1: write + read */
+    PROBE(f, strata_orch_submit_sub_group(o, f->noop, m, 2)); /* 1: write + read */
     strata_args_init(&m[0]);
     strata_args_add_tensor(&m[0], &lo, STRATA_IN);
-    PROBE(f, strata_submit_sub_group(o, f->noop, m, 2)); /* 2: read + read: fine */
+    PROBE(f, strata_orch_submit_sub_group(o, f->noop, m, 2)); /* 2: read + read: fine */
     strata_args_init(&m[1]);
     strata_args_add_tensor(&m[1], &hi, STRATA_OUT);
     strata_args_init(&m[0]);
     strata_args_add_tensor(&m[0], &lo, STRATA_OUT);
-    PROBE(f, strata_submit_sub_group(o, f->noop, m, 2)); /* 3: disjoint writes: fine */
+    PROBE(f, strata_orch_submit_sub_group(o, f->noop, m, 2)); /* 3: disjoint writes: fine */
 }
 
 static void group_members_overlapping_where_one_writes_are_einval(void **state) {
@@ -1338,15 +1341,15 @@ static void duplicate_callable_name_is_einval(void **state) {
     fixture *f = make();
     strata_callable c = 77;
     assert_fails(STRATA_EINVAL, "already registered",
-                 strata_register_sub(f->w, "noop", noop_fn, f, &c));
+                 strata_worker_register_sub(f->w, "noop", noop_fn, f, &c));
     assert_int_equal(c, 77);
     /* names are unique across kinds */
     assert_fails(STRATA_EINVAL, "already registered",
                  st_register_next_level(f->w, "noop", NULL, NULL, NULL, &c));
     assert_fails(STRATA_EINVAL, "already registered",
-                 strata_register_sub(f->w, "nl", noop_fn, f, &c));
+                 strata_worker_register_sub(f->w, "nl", noop_fn, f, &c));
     /* the original still works */
-    assert_ok(strata_run(f->w, orch_noop_task, f));
+    assert_ok(strata_worker_run(f->w, orch_noop_task, f));
     assert_int_equal(atomic_load(&f->noop_runs), 1);
     destroy(f);
 }
@@ -1355,13 +1358,13 @@ static void empty_or_overlong_callable_name_is_einval(void **state) {
     (void)state;
     fixture *f = make();
     strata_callable c;
-    assert_fails(STRATA_EINVAL, "name", strata_register_sub(f->w, "", noop_fn, f, &c));
+    assert_fails(STRATA_EINVAL, "name", strata_worker_register_sub(f->w, "", noop_fn, f, &c));
     char longname[65];
     memset(longname, 'a', 64);
     longname[64] = '\0';
-    assert_fails(STRATA_EINVAL, "name", strata_register_sub(f->w, longname, noop_fn, f, &c));
+    assert_fails(STRATA_EINVAL, "name", strata_worker_register_sub(f->w, longname, noop_fn, f, &c));
     longname[63] = '\0'; /* 63 characters: the longest allowed */
-    assert_ok(strata_register_sub(f->w, longname, noop_fn, f, &c));
+    assert_ok(strata_worker_register_sub(f->w, longname, noop_fn, f, &c));
     destroy(f);
 }
 

@@ -15,8 +15,8 @@
 #include "chip/backend_loader.h"
 
 static void expect_error_contains(const char *needle) {
-    if (!strstr(strata_last_error(), needle))
-        fail_msg("expected '%s' in: %s", needle, strata_last_error());
+    if (!strstr(strata_error_message(), needle))
+        fail_msg("expected '%s' in: %s", needle, strata_error_message());
 }
 
 static void a_missing_file_is_named(void **state) {

@@ -111,7 +111,7 @@ static int orch_three_on_zero(strata_orch *o, void *arg) {
     for (int i = 0; i < 3; i++) {
         strata_task_args a;
         strata_args_init(&a);
-        STRATA_TRY(strata_submit_next_level(o, f->nl, &a, NULL, 0));
+        STRATA_TRY(strata_orch_submit_next_level(o, f->nl, &a, NULL, 0));
     }
     return STRATA_OK;
 }
@@ -119,8 +119,8 @@ static int orch_three_on_zero(strata_orch *o, void *arg) {
 static void an_endpoint_is_filled_up_to_its_capacity_and_no_further(void **state) {
     (void)state;
     fixture *f = make(2, 1);
-    strata_run_handle *h;
-    assert_ok(strata_submit(f->w, orch_three_on_zero, f, &h));
+    strata_run *h;
+    assert_ok(strata_worker_submit(f->w, orch_three_on_zero, f, &h));
     assert_int_equal(held(f->ep[0]), 2); /* the second is staged behind the first */
     complete_oldest(f->ep[0]);
     assert_int_equal(held_eventually(f->ep[0], 2), 2); /* the third takes the freed place */
@@ -138,21 +138,21 @@ static int orch_single_then_group(strata_orch *o, void *arg) {
     fixture *f = arg;
     strata_task_args a, g[2];
     strata_args_init(&a);
-    STRATA_TRY(strata_submit_next_level(o, f->nl, &a, NULL, 1)); /* fills worker 1 */
+    STRATA_TRY(strata_orch_submit_next_level(o, f->nl, &a, NULL, 1)); /* fills worker 1 */
     int ids[2] = {0, 1};
     strata_args_init(&g[0]);
     strata_args_init(&g[1]);
-    STRATA_TRY(strata_submit_next_level_group(o, f->nl, g, NULL, ids, 2));
+    STRATA_TRY(strata_orch_submit_next_level_group(o, f->nl, g, NULL, ids, 2));
     strata_args_init(&a);
-    STRATA_TRY(strata_submit_next_level(o, f->nl, &a, NULL, 0)); /* behind the group */
+    STRATA_TRY(strata_orch_submit_next_level(o, f->nl, &a, NULL, 0)); /* behind the group */
     return STRATA_OK;
 }
 
 static void a_group_needs_room_on_every_target(void **state) {
     (void)state;
     fixture *f = make(2, 1);
-    strata_run_handle *h;
-    assert_ok(strata_submit(f->w, orch_single_then_group, f, &h));
+    strata_run *h;
+    assert_ok(strata_worker_submit(f->w, orch_single_then_group, f, &h));
     /* Worker 1 is full: the group waits and reserves worker 0 although it has
      * room, so the later single does not overtake the group there. */
     assert_int_equal(held(f->ep[1]), 1);

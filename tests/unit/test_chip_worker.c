@@ -41,8 +41,8 @@ static st_native_token prepare_ok(st_chip_worker *cw, uint32_t slot, uint64_t ge
 }
 
 static void expect_error_contains(const char *needle) {
-    if (!strstr(strata_last_error(), needle))
-        fail_msg("expected '%s' in: %s", needle, strata_last_error());
+    if (!strstr(strata_error_message(), needle))
+        fail_msg("expected '%s' in: %s", needle, strata_error_message());
 }
 
 /* ---- The state machine table ---------------------------------------------------------- */

@@ -168,10 +168,10 @@ static fx *make(uint32_t subs, uint32_t depth) {
     cfg.sub_workers = subs;
     cfg.pipeline_depth = depth;
     assert_ok(strata_worker_create(&cfg, &f->w));
-    assert_ok(strata_register_sub(f->w, "fill", fill_fn, f, &f->fill));
-    assert_ok(strata_register_sub(f->w, "copy", copy_fn, f, &f->copy));
-    assert_ok(strata_register_sub(f->w, "add1", add1_fn, f, &f->add1));
-    assert_ok(strata_register_sub(f->w, "mark", mark_fn, f, &f->mark));
+    assert_ok(strata_worker_register_sub(f->w, "fill", fill_fn, f, &f->fill));
+    assert_ok(strata_worker_register_sub(f->w, "copy", copy_fn, f, &f->copy));
+    assert_ok(strata_worker_register_sub(f->w, "add1", add1_fn, f, &f->add1));
+    assert_ok(strata_worker_register_sub(f->w, "mark", mark_fn, f, &f->mark));
     assert_ok(strata_worker_init(f->w));
     st_worker_set_hook(f->w, ST_HOOK_AFTER_WIRING, capture_ref, f);
     assert_ok(strata_buffer_create(f->w, ELEMS * 4, &f->x));
@@ -224,7 +224,7 @@ static int submit(strata_orch *o, fx *f, strata_callable fn, uint64_t id, uint64
         strata_args_add_tensor(&a, t0, g0);
     if (t1)
         strata_args_add_tensor(&a, t1, g1);
-    int rc = strata_submit_sub(o, fn, &a);
+    int rc = strata_orch_submit_sub(o, fn, &a);
     if (f->nsubmits < MAX_TASKS)
         f->submit_rc[f->nsubmits++] = rc;
     if (rc == STRATA_OK && t0)
@@ -303,13 +303,13 @@ static void assert_all(const strata_tensor *t, int32_t v) {
             fail_msg("element %lld is %d, expected %d", (long long)i, *elem(t, i), v);
 }
 
-static strata_run_handle *submit_run(fx *f, strata_orch_fn fn) {
-    strata_run_handle *h;
-    assert_ok(strata_submit(f->w, fn, f, &h));
+static strata_run *submit_run(fx *f, strata_orch_fn fn) {
+    strata_run *h;
+    assert_ok(strata_worker_submit(f->w, fn, f, &h));
     return h;
 }
 
-static void finish_run(fx *f, strata_run_handle *h) {
+static void finish_run(fx *f, strata_run *h) {
     atomic_store(&f->gate, 1);
     assert_ok(strata_run_wait(h, STRATA_WAIT_FOREVER));
     assert_ok(strata_run_release(h));
@@ -330,7 +330,7 @@ static int orch_raw(strata_orch *o, void *arg) {
 static void reader_starts_after_writer_finished(void **state) {
     (void)state;
     fx *f = make(2, 2);
-    strata_run_handle *h = submit_run(f, orch_raw);
+    strata_run *h = submit_run(f, orch_raw);
     assert_int_equal(task_state(f, 1), ST_PENDING); /* a worker is free, yet it waits */
     assert_true(has_edge(f, 1, 0));
     finish_run(f, h);
@@ -353,7 +353,7 @@ static int orch_waw(strata_orch *o, void *arg) {
 static void second_writer_waits_for_first(void **state) {
     (void)state;
     fx *f = make(2, 2);
-    strata_run_handle *h = submit_run(f, orch_waw);
+    strata_run *h = submit_run(f, orch_waw);
     assert_int_equal(task_state(f, 1), ST_PENDING);
     assert_true(has_edge(f, 1, 0));
     finish_run(f, h);
@@ -376,7 +376,7 @@ static int orch_war(strata_orch *o, void *arg) {
 static void writer_after_reader_waits_for_the_reader(void **state) {
     (void)state;
     fx *f = make(2, 2);
-    strata_run_handle *h = submit_run(f, orch_war);
+    strata_run *h = submit_run(f, orch_war);
     wait_started(f, 0); /* the reader runs; the other worker is idle */
     assert_int_equal(task_state(f, 1), ST_PENDING);
     assert_true(has_edge(f, 1, 0));
@@ -400,7 +400,7 @@ static int orch_war_two_readers(strata_orch *o, void *arg) {
 static void writer_waits_for_every_reader_since_the_last_write(void **state) {
     (void)state;
     fx *f = make(3, 2);
-    strata_run_handle *h = submit_run(f, orch_war_two_readers);
+    strata_run *h = submit_run(f, orch_war_two_readers);
     wait_started(f, 0);
     wait_started(f, 1);
     assert_int_equal(task_state(f, 2), ST_PENDING);
@@ -473,7 +473,7 @@ static int orch_partial_raw(strata_orch *o, void *arg) {
 static void partially_overlapping_read_waits_for_writer(void **state) {
     (void)state;
     fx *f = make(2, 2);
-    strata_run_handle *h = submit_run(f, orch_partial_raw);
+    strata_run *h = submit_run(f, orch_partial_raw);
     assert_int_equal(task_state(f, 1), ST_PENDING);
     assert_true(has_edge(f, 1, 0));
     finish_run(f, h);
@@ -495,7 +495,7 @@ static int orch_partial_war(strata_orch *o, void *arg) {
 static void partially_overlapping_write_waits_for_reader(void **state) {
     (void)state;
     fx *f = make(2, 2);
-    strata_run_handle *h = submit_run(f, orch_partial_war);
+    strata_run *h = submit_run(f, orch_partial_war);
     wait_started(f, 0);
     assert_int_equal(task_state(f, 1), ST_PENDING);
     assert_true(has_edge(f, 1, 0));
@@ -517,7 +517,7 @@ static int orch_partial_tiles(strata_orch *o, void *arg) {
 static void overlapping_tiles_of_a_matrix_are_ordered(void **state) {
     (void)state;
     fx *f = make(2, 2);
-    strata_run_handle *h = submit_run(f, orch_partial_tiles);
+    strata_run *h = submit_run(f, orch_partial_tiles);
     assert_int_equal(task_state(f, 1), ST_PENDING);
     assert_true(has_edge(f, 1, 0));
     finish_run(f, h);
@@ -539,7 +539,7 @@ static int orch_strided_sharing(strata_orch *o, void *arg) {
 static void strided_views_sharing_elements_are_ordered(void **state) {
     (void)state;
     fx *f = make(2, 2);
-    strata_run_handle *h = submit_run(f, orch_strided_sharing);
+    strata_run *h = submit_run(f, orch_strided_sharing);
     assert_int_equal(task_state(f, 1), ST_PENDING);
     assert_true(has_edge(f, 1, 0));
     finish_run(f, h);
@@ -630,7 +630,7 @@ static int orch_writer_after_no_dep(strata_orch *o, void *arg) {
 static void no_dep_tensor_creates_no_edges(void **state) {
     (void)state;
     fx *f = make(3, 1);
-    strata_run_handle *h = submit_run(f, orch_no_dep);
+    strata_run *h = submit_run(f, orch_no_dep);
     /* The NO_DEP task meets the running writer of the same bytes: no edge. */
     uint64_t deadline = st_deadline_after(MEET_TIMEOUT + SEC);
     while (atomic_load(&f->met) < 2 && st_now_ns() < deadline)
@@ -655,7 +655,7 @@ static int orch_no_dep_then_writer(strata_orch *o, void *arg) {
 static void later_writer_ignores_a_no_dep_user(void **state) {
     (void)state;
     fx *f = make(3, 1);
-    strata_run_handle *h = submit_run(f, orch_no_dep_then_writer);
+    strata_run *h = submit_run(f, orch_no_dep_then_writer);
     assert_int_equal(atomic_load(&f->met), 2);
     assert_int_equal(task_state(f, 2), ST_PENDING);
     assert_true(has_edge(f, 2, 0));
@@ -689,7 +689,7 @@ static int orch_out_without_memory(strata_orch *o, void *arg) {
 static void out_without_memory_gets_runtime_memory_and_feeds_a_reader(void **state) {
     (void)state;
     fx *f = make(2, 2);
-    strata_run_handle *h = submit_run(f, orch_out_without_memory);
+    strata_run *h = submit_run(f, orch_out_without_memory);
     assert_submits_ok(f);
     const strata_tensor *t = &f->written_back;
     assert_non_null(t->base);
@@ -774,7 +774,7 @@ static int orch_group_then_reader(strata_orch *o, void *arg) {
         strata_args_add_scalar(&m[i], F_HOLD);
         strata_args_add_tensor(&m[i], &halves[i], STRATA_OUT);
     }
-    f->submit_rc[f->nsubmits++] = strata_submit_sub_group(o, f->fill, m, 2);
+    f->submit_rc[f->nsubmits++] = strata_orch_submit_sub_group(o, f->fill, m, 2);
     strata_tensor x = vec(f->x, 0, 64, 1), y = vec(f->y, 0, 64, 1);
     submit(o, f, f->copy, 2, 0, &x, STRATA_IN, &y, STRATA_OUT_EXISTING);
     return STRATA_OK;
@@ -783,7 +783,7 @@ static int orch_group_then_reader(strata_orch *o, void *arg) {
 static void reader_waits_for_every_member_of_a_writing_group(void **state) {
     (void)state;
     fx *f = make(3, 2);
-    strata_run_handle *h = submit_run(f, orch_group_then_reader);
+    strata_run *h = submit_run(f, orch_group_then_reader);
     wait_started(f, 0);
     wait_started(f, 1);
     assert_int_equal(task_state(f, 1), ST_PENDING); /* refs: [0] group, [1] reader */
@@ -818,8 +818,8 @@ static void aliasing_is_decided_by_buffer_identity_not_address(void **state) {
     fx *f = make(2, 2);
     alias_ctx c = {.f = f};
     assert_ok(strata_buffer_wrap(f->w, strata_buffer_data(f->x), ELEMS * 4, &c.other));
-    strata_run_handle *h;
-    assert_ok(strata_submit(f->w, orch_two_identities, &c, &h));
+    strata_run *h;
+    assert_ok(strata_worker_submit(f->w, orch_two_identities, &c, &h));
     finish_run(f, h);
     assert_int_equal(atomic_load(&f->met), 2);
     strata_buffer_destroy(c.other);
@@ -846,9 +846,9 @@ static int orch_run2_reader_writer(strata_orch *o, void *arg) {
 static void a_later_run_starts_with_an_empty_dependency_map(void **state) {
     (void)state;
     fx *f = make(2, 2);
-    strata_run_handle *h1 = submit_run(f, orch_run1_writer);
+    strata_run *h1 = submit_run(f, orch_run1_writer);
     wait_started(f, 0); /* run 1's writer of x is running, held */
-    strata_run_handle *h2 = submit_run(f, orch_run2_reader_writer);
+    strata_run *h2 = submit_run(f, orch_run2_reader_writer);
     /* Run 2 is staged behind run 1. Its reader of x has no edge to run 1's
      * writer: it is READY (not dispatched, since only the head executes). */
     assert_int_equal(task_state(f, 1), ST_READY);

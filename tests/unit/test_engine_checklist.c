@@ -83,19 +83,20 @@ static int gate_fn(const strata_task_args *a, void *u) {
 static int args_check_fn(const strata_task_args *a, void *u) {
     (void)u;
     if (a->ntensors != STRATA_MAX_TENSORS || a->nscalars != STRATA_MAX_SCALARS) {
-        strata_task_error("%u tensors and %u scalars arrived", a->ntensors, a->nscalars);
+        strata_task_set_error("%u tensors and %u scalars arrived", a->ntensors, a->nscalars);
         return 1;
     }
     for (uint32_t i = 0; i < STRATA_MAX_SCALARS; i++)
         if (strata_args_scalar(a, i) != 3 * i + 1) {
-            strata_task_error("scalar %u is %llu", i, (unsigned long long)strata_args_scalar(a, i));
+            strata_task_set_error("scalar %u is %llu", i,
+                                  (unsigned long long)strata_args_scalar(a, i));
             return 1;
         }
     for (uint32_t i = 0; i < STRATA_MAX_TENSORS; i++) {
         const strata_tensor *t = strata_args_tensor(a, i);
         if (a->tags[i] != (i % 2 ? STRATA_IN : STRATA_OUT_EXISTING) || t->offset != i * 64 ||
             t->shape[0] != 16 || *(const int32_t *)strata_args_data(a, i) != (int32_t)i) {
-            strata_task_error("tensor %u arrived changed", i);
+            strata_task_set_error("tensor %u arrived changed", i);
             return 1;
         }
     }
@@ -121,9 +122,9 @@ static cfx *make_cfg(const strata_worker_config *cfg, int neps) {
         assert_int_equal(id, i);
     }
     assert_ok(st_register_next_level(f->w, "nl", NULL, NULL, NULL, &f->nl));
-    assert_ok(strata_register_sub(f->w, "count", count_fn, &f->counter, &f->count));
-    assert_ok(strata_register_sub(f->w, "args_check", args_check_fn, NULL, &f->args_check));
-    assert_ok(strata_register_sub(f->w, "gate", gate_fn, f, &f->gate));
+    assert_ok(strata_worker_register_sub(f->w, "count", count_fn, &f->counter, &f->count));
+    assert_ok(strata_worker_register_sub(f->w, "args_check", args_check_fn, NULL, &f->args_check));
+    assert_ok(strata_worker_register_sub(f->w, "gate", gate_fn, f, &f->gate));
     assert_ok(strata_worker_init(f->w));
     st_worker_set_hook(f->w, ST_HOOK_AFTER_WIRING, capture_ref, f);
     assert_ok(strata_buffer_create(f->w, 4096, &f->buf));
@@ -160,7 +161,7 @@ static int wait_flag(_Atomic int *flag, int value, uint64_t timeout_ns) {
     return atomic_load(flag) >= value;
 }
 
-static uint32_t phase(strata_run_handle *h) {
+static uint32_t phase(strata_run *h) {
     return atomic_load(&h->phase.value);
 }
 
@@ -198,7 +199,7 @@ static void assert_engine_idle(cfx *f) {
 static void note(cfx *f, int rc) {
     if (rc != STRATA_OK && f->orch_rc == STRATA_OK) {
         f->orch_rc = rc;
-        snprintf(f->orch_msg, sizeof f->orch_msg, "%s", strata_last_error());
+        snprintf(f->orch_msg, sizeof f->orch_msg, "%s", strata_error_message());
     }
 }
 
@@ -214,7 +215,7 @@ static void nl_task(strata_orch *o, cfx *f, int e, strata_tensor *t, strata_tag 
     strata_args_add_scalar(&a, strata_orch_run_id(o));
     if (t)
         strata_args_add_tensor(&a, t, how);
-    note(f, strata_submit_next_level(o, f->nl, &a, NULL, e));
+    note(f, strata_orch_submit_next_level(o, f->nl, &a, NULL, e));
 }
 
 static void count_task(strata_orch *o, cfx *f, strata_tensor *t, strata_tag how) {
@@ -222,7 +223,7 @@ static void count_task(strata_orch *o, cfx *f, strata_tensor *t, strata_tag how)
     strata_args_init(&a);
     if (t)
         strata_args_add_tensor(&a, t, how);
-    note(f, strata_submit_sub(o, f->count, &a));
+    note(f, strata_orch_submit_sub(o, f->count, &a));
 }
 
 static int orch_one_nl(strata_orch *o, void *arg) {
@@ -236,7 +237,7 @@ static int orch_gate(strata_orch *o, void *arg) {
     atomic_fetch_add(&f->orch_called, 1);
     strata_task_args a;
     strata_args_init(&a);
-    note(f, strata_submit_sub(o, f->gate, &a));
+    note(f, strata_orch_submit_sub(o, f->gate, &a));
     return STRATA_OK;
 }
 
@@ -249,14 +250,14 @@ static int orch_empty(strata_orch *o, void *arg) {
 typedef struct submitter {
     cfx *f;
     strata_orch_fn fn;
-    strata_run_handle *h;
+    strata_run *h;
     int rc;
     _Atomic int returned;
 } submitter;
 
 static void *submit_in_thread(void *arg) {
     submitter *s = arg;
-    s->rc = strata_submit(s->f->w, s->fn, s->f, &s->h);
+    s->rc = strata_worker_submit(s->f->w, s->fn, s->f, &s->h);
     atomic_store(&s->returned, 1);
     return NULL;
 }
@@ -271,8 +272,8 @@ static void depth_one_retirement_always_admits_the_blocked_submitter(void **stat
     cfx *f = make(1, 1, 1);
     uint64_t expected_id = 1;
     for (int round = 0; round < ADMISSION_ROUNDS; round++) {
-        strata_run_handle *h1;
-        assert_ok(strata_submit(f->w, orch_one_nl, f, &h1));
+        strata_run *h1;
+        assert_ok(strata_worker_submit(f->w, orch_one_nl, f, &h1));
         assert_int_equal(strata_run_id(h1), expected_id);
         submitter s = {.f = f, .fn = orch_one_nl};
         pthread_t t;
@@ -310,9 +311,9 @@ static int orch_successor_work(strata_orch *o, void *arg) {
 static void a_successor_dispatches_nothing_until_it_is_the_head(void **state) {
     (void)state;
     cfx *f = make(2, 2, 1);
-    strata_run_handle *h1, *h2;
-    assert_ok(strata_submit(f->w, orch_one_nl, f, &h1));
-    assert_ok(strata_submit(f->w, orch_successor_work, f, &h2));
+    strata_run *h1, *h2;
+    assert_ok(strata_worker_submit(f->w, orch_one_nl, f, &h1));
+    assert_ok(strata_worker_submit(f->w, orch_successor_work, f, &h2));
     assert_orch_ok(f);
     assert_int_equal(phase(h2), ST_RUN_PREPARED);
     assert_int_equal(task_state(f, 1), ST_READY); /* B: worker 1 is idle */
@@ -339,9 +340,9 @@ static void a_successor_dispatches_nothing_until_it_is_the_head(void **state) {
 static void a_finished_successor_completes_only_after_the_head(void **state) {
     (void)state;
     cfx *f = make(2, 1, 1);
-    strata_run_handle *h1, *h2;
-    assert_ok(strata_submit(f->w, orch_one_nl, f, &h1));
-    assert_ok(strata_submit(f->w, orch_empty, f, &h2)); /* nothing left to do */
+    strata_run *h1, *h2;
+    assert_ok(strata_worker_submit(f->w, orch_one_nl, f, &h1));
+    assert_ok(strata_worker_submit(f->w, orch_empty, f, &h2)); /* nothing left to do */
     assert_int_equal(phase(h2), ST_RUN_PREPARED);
     assert_false(strata_run_done(h2));
     assert_status(STRATA_ETIMEDOUT, strata_run_wait(h2, 1000000));
@@ -367,9 +368,9 @@ static int orch_successor_gives_up(strata_orch *o, void *arg) {
 static void a_failing_successor_retires_at_once_and_returns_its_lease(void **state) {
     (void)state;
     cfx *f = make(2, 1, 1);
-    strata_run_handle *h1, *h2;
-    assert_ok(strata_submit(f->w, orch_one_nl, f, &h1));
-    assert_ok(strata_submit(f->w, orch_successor_gives_up, f, &h2));
+    strata_run *h1, *h2;
+    assert_ok(strata_worker_submit(f->w, orch_one_nl, f, &h1));
+    assert_ok(strata_worker_submit(f->w, orch_successor_gives_up, f, &h2));
     assert_true(strata_run_done(h2));
     assert_false(strata_run_done(h1));
     assert_status(STRATA_EINVAL, strata_run_status(h2));
@@ -406,11 +407,11 @@ static int orch_fail_empty(strata_orch *o, void *arg) {
 static void an_empty_failing_orchestration_fails_its_run_with_its_message(void **state) {
     (void)state;
     cfx *f = make(2, 1, 1);
-    strata_run_handle *h;
-    assert_ok(strata_submit(f->w, orch_fail_empty, f, &h));
+    strata_run *h;
+    assert_ok(strata_worker_submit(f->w, orch_fail_empty, f, &h));
     assert_true(strata_run_done(h));
     assert_status(STRATA_ETASK, strata_run_wait(h, HANG));
-    assert_non_null(strstr(strata_last_error(), "nothing could be built"));
+    assert_non_null(strstr(strata_error_message(), "nothing could be built"));
     assert_non_null(strstr(strata_run_error(h), "nothing could be built"));
     assert_ok(strata_run_release(h));
     assert_int_equal(st_test_ep_count(f->ep[0]), 0);
@@ -442,9 +443,9 @@ static void a_runs_memory_and_slots_are_back_when_its_wait_returns(void **state)
     (void)state;
     cfx *f = make(2, 1, 1);
     alloc_ctx c1 = {f, 256}, c2 = {f, 512}; /* 1 KiB and 2 KiB */
-    strata_run_handle *h1, *h2;
-    assert_ok(strata_submit(f->w, orch_alloc_then_read, &c1, &h1));
-    assert_ok(strata_submit(f->w, orch_alloc_then_read, &c2, &h2));
+    strata_run *h1, *h2;
+    assert_ok(strata_worker_submit(f->w, orch_alloc_then_read, &c1, &h1));
+    assert_ok(strata_worker_submit(f->w, orch_alloc_then_read, &c2, &h2));
     assert_orch_ok(f);
     finish(f, 0);
     assert_ok(strata_run_wait(h1, HANG));
@@ -472,8 +473,8 @@ static int orch_fill_window_then_ignore_a_capacity_failure(strata_orch *o, void 
     strata_args_init(&a);
     strata_args_add_tensor(&a, &t, STRATA_OUT); /* needs heap memory and a slot */
     st_clear_error();
-    f->kept_rc = strata_submit_sub(o, f->count, &a);
-    snprintf(f->orch_msg, sizeof f->orch_msg, "%s", strata_last_error());
+    f->kept_rc = strata_orch_submit_sub(o, f->count, &a);
+    snprintf(f->orch_msg, sizeof f->orch_msg, "%s", strata_error_message());
     f->seen[0] = heap_used(f);
     f->seen[1] = free_slots(f);
     return STRATA_OK; /* the orchestration goes on without that task */
@@ -491,8 +492,8 @@ static void a_capacity_failure_gives_back_its_memory_and_leaves_the_run_alone(vo
     cfg.task_window = 2;
     cfg.capacity_timeout_ns = 50000000; /* short only so the failing wait ends soon */
     cfx *f = make_cfg(&cfg, 1);
-    strata_run_handle *h;
-    assert_ok(strata_submit(f->w, orch_fill_window_then_ignore_a_capacity_failure, f, &h));
+    strata_run *h;
+    assert_ok(strata_worker_submit(f->w, orch_fill_window_then_ignore_a_capacity_failure, f, &h));
     assert_status(STRATA_ECAPACITY, f->kept_rc);
     assert_non_null(strstr(f->orch_msg, "task_window"));
     assert_int_equal(f->seen[0], 0); /* the submit's heap memory was given back */
@@ -535,9 +536,9 @@ static void *close_in_thread(void *arg) {
 static void close_waits_for_the_head_and_its_prepared_successor(void **state) {
     (void)state;
     cfx *f = make(2, 1, 1);
-    strata_run_handle *h1, *h2;
-    assert_ok(strata_submit(f->w, orch_two_nl, f, &h1));
-    assert_ok(strata_submit(f->w, orch_gate, f, &h2));
+    strata_run *h1, *h2;
+    assert_ok(strata_worker_submit(f->w, orch_two_nl, f, &h1));
+    assert_ok(strata_worker_submit(f->w, orch_gate, f, &h2));
     closer c = {.w = f->w};
     pthread_t t;
     assert_int_equal(pthread_create(&t, NULL, close_in_thread, &c), 0);
@@ -555,8 +556,8 @@ static void close_waits_for_the_head_and_its_prepared_successor(void **state) {
     assert_int_equal(dispatched, 2);
     assert_int_equal(phase(h1), ST_RUN_COMPLETED);
     assert_int_equal(phase(h2), ST_RUN_COMPLETED);
-    strata_run_handle *h3;
-    assert_status(STRATA_ECLOSED, strata_submit(f->w, orch_one_nl, f, &h3));
+    strata_run *h3;
+    assert_status(STRATA_ECLOSED, strata_worker_submit(f->w, orch_one_nl, f, &h3));
     assert_ok(strata_run_release(h1));
     assert_ok(strata_run_release(h2));
     destroy(f);
@@ -567,8 +568,8 @@ static void close_waits_for_the_head_and_its_prepared_successor(void **state) {
 static void close_refuses_a_submitter_waiting_for_admission(void **state) {
     (void)state;
     cfx *f = make(1, 1, 1);
-    strata_run_handle *h1;
-    assert_ok(strata_submit(f->w, orch_gate, f, &h1));
+    strata_run *h1;
+    assert_ok(strata_worker_submit(f->w, orch_gate, f, &h1));
     submitter s = {.f = f, .fn = orch_one_nl};
     pthread_t ts, tc;
     assert_int_equal(pthread_create(&ts, NULL, submit_in_thread, &s), 0);
@@ -614,7 +615,7 @@ static int orch_cancel_beside_running_reader(strata_orch *o, void *arg) {
     strata_task_args a;
     strata_args_init(&a);
     strata_args_add_tensor(&a, &t, STRATA_OUT); /* P: runtime memory */
-    note(f, strata_submit_sub(o, f->count, &a));
+    note(f, strata_orch_submit_sub(o, f->count, &a));
     t = a.tensors[0];
     nl_task(o, f, 0, &t, STRATA_IN);    /* C: reads it on worker 0, held */
     count_task(o, f, &t, STRATA_INOUT); /* D: waits for C */
@@ -631,8 +632,8 @@ static int orch_cancel_beside_running_reader(strata_orch *o, void *arg) {
 static void cancellation_keeps_memory_a_running_consumer_reads(void **state) {
     (void)state;
     cfx *f = make(2, 1, 1);
-    strata_run_handle *h;
-    assert_ok(strata_submit(f->w, orch_cancel_beside_running_reader, f, &h));
+    strata_run *h;
+    assert_ok(strata_worker_submit(f->w, orch_cancel_beside_running_reader, f, &h));
     assert_orch_ok(f);
     assert_int_equal(task_state(f, 0), ST_COMPLETED); /* P: C still holds it */
     assert_int_equal(task_state(f, 1), ST_RUNNING);   /* C: never cancelled */
@@ -660,7 +661,7 @@ static int orch_produce_runtime_memory(strata_orch *o, void *arg) {
     strata_task_args a;
     strata_args_init(&a);
     strata_args_add_tensor(&a, &t, STRATA_OUT);
-    note(f, strata_submit_next_level(o, f->nl, &a, NULL, 0)); /* P, held on worker 0 */
+    note(f, strata_orch_submit_next_level(o, f->nl, &a, NULL, 0)); /* P, held on worker 0 */
     f->kept = a.tensors[0];
     return STRATA_OK;
 }
@@ -671,7 +672,7 @@ static int orch_use_kept_tensor(strata_orch *o, void *arg) {
     strata_args_init(&a);
     strata_args_add_tensor(&a, &f->kept, STRATA_IN);
     st_clear_error();
-    f->kept_rc = strata_submit_sub(o, f->count, &a);
+    f->kept_rc = strata_orch_submit_sub(o, f->count, &a);
     return STRATA_OK;
 }
 
@@ -684,11 +685,11 @@ static int orch_use_kept_tensor(strata_orch *o, void *arg) {
 static void runtime_memory_of_one_run_is_refused_by_the_next(void **state) {
     (void)state;
     cfx *f = make(2, 1, 1);
-    strata_run_handle *h1, *h2;
-    assert_ok(strata_submit(f->w, orch_produce_runtime_memory, f, &h1));
+    strata_run *h1, *h2;
+    assert_ok(strata_worker_submit(f->w, orch_produce_runtime_memory, f, &h1));
     assert_orch_ok(f);
     assert_non_null(f->kept.base);
-    assert_ok(strata_submit(f->w, orch_use_kept_tensor, f, &h2));
+    assert_ok(strata_worker_submit(f->w, orch_use_kept_tensor, f, &h2));
     finish(f, 0);
     int rc1 = strata_run_wait(h1, 2 * SEC);
     if (rc1 == STRATA_ETIMEDOUT)
@@ -729,8 +730,8 @@ static int orch_inout_on_allocation(strata_orch *o, void *arg) {
 static void inout_on_a_finished_allocation_wires_a_satisfied_edge(void **state) {
     (void)state;
     cfx *f = make(2, 1, 1);
-    strata_run_handle *h;
-    assert_ok(strata_submit(f->w, orch_inout_on_allocation, f, &h));
+    strata_run *h;
+    assert_ok(strata_worker_submit(f->w, orch_inout_on_allocation, f, &h));
     assert_orch_ok(f);
     assert_int_equal(f->seen[0], ST_COMPLETED);
     assert_int_equal(f->seen[1], 2); /* the scope's reference + the edge */
@@ -756,18 +757,18 @@ static int orch_nested_scopes(strata_orch *o, void *arg) {
     cfx *f = arg;
     strata_tensor a, b;
     int64_t n = 16;
-    note(f, strata_scope_begin(o));
+    note(f, strata_orch_scope_begin(o));
     note(f, strata_orch_alloc(o, 1, &n, STRATA_I32, &a));
-    note(f, strata_scope_begin(o));
+    note(f, strata_orch_scope_begin(o));
     note(f, strata_orch_alloc(o, 1, &n, STRATA_I32, &b));
     uint32_t before = free_slots(f);
-    note(f, strata_scope_begin(o)); /* an empty scope */
-    note(f, strata_scope_end(o));
+    note(f, strata_orch_scope_begin(o)); /* an empty scope */
+    note(f, strata_orch_scope_end(o));
     f->seen[0] = free_slots(f) == before;
     f->seen[1] = alive(f, a.holder_) && alive(f, b.holder_);
-    note(f, strata_scope_end(o)); /* the inner one: b only */
+    note(f, strata_orch_scope_end(o)); /* the inner one: b only */
     f->seen[2] = alive(f, a.holder_) && !alive(f, b.holder_);
-    note(f, strata_scope_end(o));
+    note(f, strata_orch_scope_end(o));
     f->seen[3] = !alive(f, a.holder_);
     return STRATA_OK;
 }
@@ -776,7 +777,7 @@ static int orch_nested_scopes(strata_orch *o, void *arg) {
 static void nested_scopes_release_only_their_own_references(void **state) {
     (void)state;
     cfx *f = make(2, 0, 1);
-    assert_ok(strata_run(f->w, orch_nested_scopes, f));
+    assert_ok(strata_worker_run(f->w, orch_nested_scopes, f));
     assert_orch_ok(f);
     assert_true(f->seen[0]);
     assert_true(f->seen[1]);
@@ -803,7 +804,7 @@ static int orch_most_arguments(strata_orch *o, void *arg) {
     }
     for (uint32_t i = 0; i < STRATA_MAX_SCALARS; i++)
         note(f, strata_args_add_scalar(&a, 3 * i + 1));
-    note(f, strata_submit_sub(o, f->args_check, &a));
+    note(f, strata_orch_submit_sub(o, f->args_check, &a));
     return STRATA_OK;
 }
 
@@ -811,10 +812,10 @@ static int orch_most_arguments(strata_orch *o, void *arg) {
 static void a_task_with_the_most_arguments_reaches_its_worker_intact(void **state) {
     (void)state;
     cfx *f = make(2, 0, 1);
-    int rc = strata_run(f->w, orch_most_arguments, f);
+    int rc = strata_worker_run(f->w, orch_most_arguments, f);
     assert_orch_ok(f);
     if (rc != STRATA_OK)
-        fail_msg("the task saw different arguments: %s", strata_last_error());
+        fail_msg("the task saw different arguments: %s", strata_error_message());
     destroy(f);
 }
 
@@ -830,8 +831,8 @@ static int orch_nl_then_sub(strata_orch *o, void *arg) {
 static void sub_tasks_run_while_every_next_level_worker_is_busy(void **state) {
     (void)state;
     cfx *f = make(2, 2, 1);
-    strata_run_handle *h;
-    assert_ok(strata_submit(f->w, orch_nl_then_sub, f, &h));
+    strata_run *h;
+    assert_ok(strata_worker_submit(f->w, orch_nl_then_sub, f, &h));
     assert_true(wait_flag(&f->counter, 1, HANG));
     assert_false(strata_run_done(h));
     finish(f, 0);
@@ -854,8 +855,8 @@ static int orch_two_queues(strata_orch *o, void *arg) {
 static void a_busy_worker_does_not_hold_up_another_workers_queue(void **state) {
     (void)state;
     cfx *f = make(2, 2, 1);
-    strata_run_handle *h;
-    assert_ok(strata_submit(f->w, orch_two_queues, f, &h));
+    strata_run *h;
+    assert_ok(strata_worker_submit(f->w, orch_two_queues, f, &h));
     for (int i = 0; i < 3; i++)
         finish(f, 1); /* worker 1 drains its queue while worker 0 stays busy */
     assert_int_equal(st_test_ep_count(f->ep[1]), 3);

@@ -230,9 +230,9 @@ static gfx *make_depth(int neps, int nsubs, uint32_t depth) {
         f->ep[i] = ep;
     }
     assert_ok(st_register_next_level(f->w, "nl", NULL, NULL, NULL, &f->nl));
-    assert_ok(strata_register_sub(f->w, "gate", gate_fn, f, &f->gate));
-    assert_ok(strata_register_sub(f->w, "stamp", stamp_fn, f, &f->stamp));
-    assert_ok(strata_register_sub(f->w, "meet3", meet3_fn, f, &f->meet3));
+    assert_ok(strata_worker_register_sub(f->w, "gate", gate_fn, f, &f->gate));
+    assert_ok(strata_worker_register_sub(f->w, "stamp", stamp_fn, f, &f->stamp));
+    assert_ok(strata_worker_register_sub(f->w, "meet3", meet3_fn, f, &f->meet3));
     assert_ok(strata_worker_init(f->w));
     st_worker_set_hook(f->w, ST_HOOK_AFTER_WIRING, capture_ref, f);
     st_worker_set_hook(f->w, ST_HOOK_BEFORE_DISPATCH_CLAIM, cancel_group_at_claim, f);
@@ -315,7 +315,7 @@ static void complete(gfx *f, int e, int i, int status, const char *msg) {
 
 /* Complete every open dispatch with success until h is done (teardown of a
  * test that stopped early, and of tests whose last steps are routine). */
-static void drain(gfx *f, strata_run_handle *h) {
+static void drain(gfx *f, strata_run *h) {
     uint64_t deadline = st_deadline_after(10 * SEC);
     while (!strata_run_done(h) && st_now_ns() < deadline) {
         int progressed = 0;
@@ -342,7 +342,7 @@ static st_task_state task_state(gfx *f, int k) {
     return st;
 }
 
-static int run_error_recorded(gfx *f, strata_run_handle *h) {
+static int run_error_recorded(gfx *f, strata_run *h) {
     st_engine_lock(f->w);
     int e = h->error_status;
     st_engine_unlock(f->w);
@@ -361,7 +361,7 @@ static void assert_engine_idle(gfx *f) {
 static void note(gfx *f, int rc) {
     if (rc != STRATA_OK && f->orch_rc == STRATA_OK) {
         f->orch_rc = rc;
-        snprintf(f->orch_msg, sizeof f->orch_msg, "%s", strata_last_error());
+        snprintf(f->orch_msg, sizeof f->orch_msg, "%s", strata_error_message());
     }
 }
 
@@ -390,7 +390,7 @@ static void single(strata_orch *o, gfx *f, int e, uint64_t tag, strata_tensor *t
     strata_args_add_scalar(&a, tag);
     if (t)
         strata_args_add_tensor(&a, t, how);
-    note(f, strata_submit_next_level(o, f->nl, &a, NULL, e));
+    note(f, strata_orch_submit_next_level(o, f->nl, &a, NULL, e));
 }
 
 /* A next-level group on ids[0..n); member m carries scalar tag + m and, if
@@ -404,25 +404,25 @@ static void group(strata_orch *o, gfx *f, const int *ids, int n, uint64_t tag, s
         if (ts)
             strata_args_add_tensor(&a[m], &ts[m], how);
     }
-    note(f, strata_submit_next_level_group(o, f->nl, a, NULL, ids, n));
+    note(f, strata_orch_submit_next_level_group(o, f->nl, a, NULL, ids, n));
 }
 
 static void sub(strata_orch *o, gfx *f, strata_callable fn, uint64_t tag) {
     strata_task_args a;
     strata_args_init(&a);
     strata_args_add_scalar(&a, tag);
-    note(f, strata_submit_sub(o, fn, &a));
+    note(f, strata_orch_submit_sub(o, fn, &a));
 }
 
-static strata_run_handle *submit_run(gfx *f, strata_orch_fn fn) {
-    strata_run_handle *h;
-    assert_ok(strata_submit(f->w, fn, f, &h));
+static strata_run *submit_run(gfx *f, strata_orch_fn fn) {
+    strata_run *h;
+    assert_ok(strata_worker_submit(f->w, fn, f, &h));
     assert_orch_ok(f);
     settle(f);
     return h;
 }
 
-static void finish_ok(gfx *f, strata_run_handle *h) {
+static void finish_ok(gfx *f, strata_run *h) {
     drain(f, h);
     assert_ok(strata_run_wait(h, STRATA_WAIT_FOREVER));
     assert_ok(strata_run_release(h));
@@ -442,7 +442,7 @@ static int orch_group_on_2_0(strata_orch *o, void *arg) {
 static void members_run_on_their_named_workers_with_their_own_args(void **state) {
     (void)state;
     gfx *f = make(3, 1);
-    strata_run_handle *h = submit_run(f, orch_group_on_2_0);
+    strata_run *h = submit_run(f, orch_group_on_2_0);
     assert_int_equal(ep_count(f, 2), 1);
     assert_int_equal(ep_count(f, 0), 1);
     assert_int_equal(ep_count(f, 1), 0);
@@ -474,7 +474,7 @@ static int orch_group_then_consumer(strata_orch *o, void *arg) {
 static void a_group_completes_only_when_its_last_member_does(void **state) {
     (void)state;
     gfx *f = make(3, 1);
-    strata_run_handle *h = submit_run(f, orch_group_then_consumer);
+    strata_run *h = submit_run(f, orch_group_then_consumer);
     assert_int_equal(task_state(f, 1), ST_PENDING);
     complete(f, 0, 0, STRATA_OK, "");
     assert_int_equal(task_state(f, 0), ST_RUNNING); /* member 1 still runs */
@@ -496,7 +496,7 @@ static void a_group_completes_only_when_its_last_member_does(void **state) {
 static void duplicate_and_stray_member_completions_are_ignored(void **state) {
     (void)state;
     gfx *f = make(3, 1);
-    strata_run_handle *h = submit_run(f, orch_group_then_consumer);
+    strata_run *h = submit_run(f, orch_group_then_consumer);
     script_rec m0 = ep_rec(f, 0, 0);
     complete(f, 0, 0, STRATA_OK, "");
     post(f, 0, -1, m0.ref, 0, STRATA_OK, "");                      /* duplicate success */
@@ -532,7 +532,7 @@ static int orch_group_then_two_on_0(strata_orch *o, void *arg) {
 static void a_duplicate_member_completion_does_not_free_a_busy_worker(void **state) {
     (void)state;
     gfx *f = make(2, 1);
-    strata_run_handle *h = submit_run(f, orch_group_then_two_on_0);
+    strata_run *h = submit_run(f, orch_group_then_two_on_0);
     script_rec m0 = ep_rec(f, 0, 0);
     complete(f, 0, 0, STRATA_OK, "");
     int t_running = ep_count(f, 0) == 2 && ep_rec(f, 0, 1).tag == 2;
@@ -564,7 +564,7 @@ static int orch_group3_single_consumer(strata_orch *o, void *arg) {
 static void a_failed_member_keeps_the_group_until_running_peers_finish(void **state) {
     (void)state;
     gfx *f = make(3, 1);
-    strata_run_handle *h = submit_run(f, orch_group3_single_consumer);
+    strata_run *h = submit_run(f, orch_group3_single_consumer);
     complete(f, 1, 0, STRATA_ETASK, "member one broke");
     assert_int_not_equal(run_error_recorded(f, h), 0); /* recorded at once */
     assert_int_equal(task_state(f, 0), ST_RUNNING);    /* peers 0 and 2 still run */
@@ -601,7 +601,7 @@ static int orch_busy_then_group3(strata_orch *o, void *arg) {
 static void a_blocked_group_launches_all_members_at_once_or_none(void **state) {
     (void)state;
     gfx *f = make(3, 1);
-    strata_run_handle *h = submit_run(f, orch_busy_then_group3);
+    strata_run *h = submit_run(f, orch_busy_then_group3);
     for (int pass = 0; pass < 5; pass++)
         settle(f);
     assert_int_equal(task_state(f, 1), ST_READY);
@@ -634,7 +634,7 @@ static int orch_singles_around_group(strata_orch *o, void *arg) {
 static void a_launchable_group_goes_before_singles_queued_on_its_workers(void **state) {
     (void)state;
     gfx *f = make(2, 1);
-    strata_run_handle *h = submit_run(f, orch_singles_around_group);
+    strata_run *h = submit_run(f, orch_singles_around_group);
     assert_int_equal(ep_count(f, 1), 0); /* S1: worker 1 is reserved by the blocked group */
     complete(f, 0, 0, STRATA_OK, "");    /* A done: the group launches, not S0 */
     assert_int_equal(ep_count(f, 0), 2);
@@ -663,7 +663,7 @@ static int orch_group_then_single_on_0(strata_orch *o, void *arg) {
 static void a_finished_member_frees_its_worker_for_its_queued_single(void **state) {
     (void)state;
     gfx *f = make(2, 1);
-    strata_run_handle *h = submit_run(f, orch_group_then_single_on_0);
+    strata_run *h = submit_run(f, orch_group_then_single_on_0);
     assert_int_equal(ep_count(f, 0), 1);
     complete(f, 0, 0, STRATA_OK, "");
     assert_int_equal(ep_count(f, 0), 2); /* S runs on worker 0 ... */
@@ -689,7 +689,7 @@ static int orch_group_waits_for_two(strata_orch *o, void *arg) {
 static void a_blocked_group_holds_freed_workers_while_unrelated_ones_proceed(void **state) {
     (void)state;
     gfx *f = make(3, 1);
-    strata_run_handle *h = submit_run(f, orch_group_waits_for_two);
+    strata_run *h = submit_run(f, orch_group_waits_for_two);
     assert_int_equal(ep_count(f, 2), 1); /* unrelated worker proceeds */
     complete(f, 2, 0, STRATA_OK, "");
     complete(f, 0, 0, STRATA_OK, ""); /* worker 0 idle, but held for the group */
@@ -721,7 +721,7 @@ static int orch_two_groups(strata_orch *o, void *arg) {
 static void only_the_blocked_head_group_reserves_its_workers(void **state) {
     (void)state;
     gfx *f = make(4, 1);
-    strata_run_handle *h = submit_run(f, orch_two_groups);
+    strata_run *h = submit_run(f, orch_two_groups);
     assert_int_equal(ep_count(f, 2), 1); /* S2: worker 2 is not held by G2 */
     assert_int_equal(ep_rec(f, 2, 0).tag, 2);
     assert_int_equal(ep_count(f, 3), 0); /* G2 waits behind the blocked head G1 */
@@ -757,8 +757,8 @@ static int orch_single_then_group(strata_orch *o, void *arg) {
 static void at_a_run_switch_the_successors_group_goes_before_its_single(void **state) {
     (void)state;
     gfx *f = make(2, 1);
-    strata_run_handle *h1 = submit_run(f, orch_a_on_0);
-    strata_run_handle *h2 = submit_run(f, orch_single_then_group);
+    strata_run *h1 = submit_run(f, orch_a_on_0);
+    strata_run *h2 = submit_run(f, orch_single_then_group);
     assert_int_equal(ep_count(f, 1), 0); /* run 2 is not the head yet */
     complete(f, 0, 0, STRATA_OK, "");    /* run 1 retires inside this pass */
     assert_ok(strata_run_wait(h1, 10 * SEC));
@@ -794,8 +794,8 @@ static void a_group_cancelled_at_the_claim_dispatches_no_member(void **state) {
     (void)state;
     gfx *f = make(2, 1);
     f->cancel_groups = 1;
-    strata_run_handle *h;
-    assert_ok(strata_submit(f->w, orch_group_only, f, &h));
+    strata_run *h;
+    assert_ok(strata_worker_submit(f->w, orch_group_only, f, &h));
     assert_status(STRATA_ECANCELED, strata_run_wait(h, 10 * SEC));
     assert_int_equal(f->cancelled, 1);
     assert_int_equal(ep_count(f, 0), 0);
@@ -824,7 +824,7 @@ static int orch_producer_then_reading_group(strata_orch *o, void *arg) {
 static void group_members_reading_one_producer_share_one_edge(void **state) {
     (void)state;
     gfx *f = make(3, 1);
-    strata_run_handle *h = submit_run(f, orch_producer_then_reading_group);
+    strata_run *h = submit_run(f, orch_producer_then_reading_group);
     st_engine_lock(f->w);
     st_slot *p = st_slots_get(&f->w->slots, f->refs[0]);
     st_slot *g = st_slots_get(&f->w->slots, f->refs[1]);
@@ -847,7 +847,7 @@ static void group_members_reading_one_producer_share_one_edge(void **state) {
 static void a_group_poisoned_before_it_ran_skips_every_member(void **state) {
     (void)state;
     gfx *f = make(3, 1);
-    strata_run_handle *h = submit_run(f, orch_producer_then_reading_group);
+    strata_run *h = submit_run(f, orch_producer_then_reading_group);
     complete(f, 2, 0, STRATA_ETASK, "producer broke");
     assert_status(STRATA_ETASK, strata_run_wait(h, 10 * SEC));
     assert_int_equal(ep_count(f, 0), 0);
@@ -866,7 +866,7 @@ static void a_member_refused_by_its_endpoint_fails_the_group_not_the_worker(void
     (void)state;
     gfx *f = make(2, 1);
     f->ep[1]->reject_next = 1;
-    strata_run_handle *h = submit_run(f, orch_group_only);
+    strata_run *h = submit_run(f, orch_group_only);
     assert_int_equal(ep_count(f, 1), 1);
     assert_int_equal(task_state(f, 0), ST_RUNNING); /* member 0 still runs */
     complete(f, 0, 0, STRATA_OK, "");
@@ -896,12 +896,12 @@ static int orch_two_on_0(strata_orch *o, void *arg) {
 static void a_stale_completion_from_a_finished_run_is_ignored(void **state) {
     (void)state;
     gfx *f = make(1, 1);
-    strata_run_handle *h1 = submit_run(f, orch_a_on_0);
+    strata_run *h1 = submit_run(f, orch_a_on_0);
     script_rec a = ep_rec(f, 0, 0);
     complete(f, 0, 0, STRATA_OK, "");
     assert_ok(strata_run_wait(h1, 10 * SEC));
     assert_ok(strata_run_release(h1));
-    strata_run_handle *h2 = submit_run(f, orch_two_on_0);
+    strata_run *h2 = submit_run(f, orch_two_on_0);
     post(f, 0, -1, a.ref, 0, STRATA_ETASK, "stale failure from run 1");
     int error = run_error_recorded(f, h2);
     st_task_state b = task_state(f, f->nrefs - 2);
@@ -935,8 +935,8 @@ static int orch_sub_group_fifo(strata_orch *o, void *arg) {
         strata_args_init(&m[i]);
         strata_args_add_scalar(&m[i], (uint64_t)(1 + i));
     }
-    note(f, strata_submit_sub_group(o, f->meet3, m, 3)); /* needs 3 idle: waits */
-    sub(o, f, f->stamp, 4);                              /* 2 idle workers, but FIFO */
+    note(f, strata_orch_submit_sub_group(o, f->meet3, m, 3)); /* needs 3 idle: waits */
+    sub(o, f, f->stamp, 4);                                   /* 2 idle workers, but FIFO */
     return STRATA_OK;
 }
 
@@ -946,8 +946,8 @@ static int orch_sub_group_fifo(strata_orch *o, void *arg) {
 static void a_sub_group_waits_for_n_idle_workers_in_fifo_order(void **state) {
     (void)state;
     gfx *f = make(0, 3);
-    strata_run_handle *h;
-    assert_ok(strata_submit(f->w, orch_sub_group_fifo, f, &h));
+    strata_run *h;
+    assert_ok(strata_worker_submit(f->w, orch_sub_group_fifo, f, &h));
     assert_orch_ok(f);
     atomic_store(&f->gate_open, 1);
     assert_ok(strata_run_wait(h, 20 * SEC));

@@ -25,7 +25,7 @@ static void test_init_errors(void **state) {
     void *p;
     uint64_t t;
     assert_status(STRATA_ECAPACITY, st_heap_try_alloc(&h, 0, 64, &p, &t));
-    assert_non_null(strstr(strata_last_error(), "heap_ring_bytes"));
+    assert_non_null(strstr(strata_error_message(), "heap_ring_bytes"));
     st_heap_release(&h, 0);
     st_heap_destroy(&h);
 }
@@ -134,7 +134,7 @@ static void test_exactly_full_and_too_large(void **state) {
     assert_status(STRATA_ECAPACITY, st_heap_try_alloc(&h, 3, 1, &q, &tq));
     assert_status(STRATA_EINVAL, st_heap_try_alloc(&h, 3, 4 * K + 1, &q, &tq));
     assert_non_null(
-        strstr(strata_last_error(), "request 4097 bytes exceeds heap_ring_bytes (now 4096)"));
+        strstr(strata_error_message(), "request 4097 bytes exceeds heap_ring_bytes (now 4096)"));
     assert_status(STRATA_EINVAL, st_heap_try_alloc(&h, 3, UINT64_MAX, &q, &tq));
     assert_status(STRATA_EINVAL, st_heap_try_alloc(&h, 4, 1, &q, &tq));
     assert_status(STRATA_EINVAL, st_heap_try_alloc(&h, -1, 1, &q, &tq));

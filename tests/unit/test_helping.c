@@ -62,7 +62,7 @@ static fixture *make(int subs, int help, uint64_t hold_ns, int held) {
     cfg.sub_workers = (uint32_t)subs;
     cfg.help_while_waiting = help;
     assert_ok(strata_worker_create(&cfg, &f->w));
-    assert_ok(strata_register_sub(f->w, "record", record_fn, f, &f->record));
+    assert_ok(strata_worker_register_sub(f->w, "record", record_fn, f, &f->record));
     f->hold_ns = hold_ns;
     atomic_store(&f->held, held);
     st_worker_set_hook(f->w, ST_HOOK_SUB_BEFORE_CLAIM, hold_claim, f); /* before the threads */
@@ -82,11 +82,11 @@ static int orch_tasks(strata_orch *o, void *arg) {
         strata_task_args a[MAX_RECORDS];
         for (int i = 0; i < f->group_members; i++)
             strata_args_init(&a[i]);
-        return strata_submit_sub_group(o, f->record, a, f->group_members);
+        return strata_orch_submit_sub_group(o, f->record, a, f->group_members);
     }
     strata_task_args a;
     strata_args_init(&a);
-    return strata_submit_sub(o, f->record, &a);
+    return strata_orch_submit_sub(o, f->record, &a);
 }
 
 static void assert_ran_on_caller(fixture *f, int k) {
@@ -105,7 +105,7 @@ static void test_unbounded_wait_runs_unclaimed_task(void **state) {
     (void)state;
     fixture *f = make(1, 1, 0, 1);
     for (int r = 0; r < 3; r++) {
-        assert_ok(strata_run(f->w, orch_tasks, f));
+        assert_ok(strata_worker_run(f->w, orch_tasks, f));
         assert_int_equal(atomic_load(&f->ran), r + 1);
         assert_ran_on_caller(f, r);
     }
@@ -123,7 +123,7 @@ static void test_group_members_are_never_lent(void **state) {
     (void)state;
     fixture *f = make(2, 1, 20000000, 0);
     f->group_members = 2;
-    assert_ok(strata_run(f->w, orch_tasks, f));
+    assert_ok(strata_worker_run(f->w, orch_tasks, f));
     assert_ran_on_sub_workers(f, 2);
     assert_false(pthread_equal(f->ran_on[0], f->ran_on[1]));
     destroy(f);
@@ -133,8 +133,8 @@ static void test_group_members_are_never_lent(void **state) {
 static void test_bounded_wait_does_not_help(void **state) {
     (void)state;
     fixture *f = make(1, 1, 20000000, 0);
-    strata_run_handle *h;
-    assert_ok(strata_submit(f->w, orch_tasks, f, &h));
+    strata_run *h;
+    assert_ok(strata_worker_submit(f->w, orch_tasks, f, &h));
     assert_ok(strata_run_wait(h, 5 * SEC));
     assert_ok(strata_run_release(h));
     assert_ran_on_sub_workers(f, 1);
@@ -144,8 +144,8 @@ static void test_bounded_wait_does_not_help(void **state) {
 static void test_help_while_waiting_off_keeps_bodies_on_sub_workers(void **state) {
     (void)state;
     fixture *f = make(1, 0, 20000000, 0);
-    assert_ok(strata_run(f->w, orch_tasks, f));
-    assert_ok(strata_run(f->w, orch_tasks, f));
+    assert_ok(strata_worker_run(f->w, orch_tasks, f));
+    assert_ok(strata_worker_run(f->w, orch_tasks, f));
     assert_ran_on_sub_workers(f, 2);
     destroy(f);
 }
@@ -155,8 +155,8 @@ static void test_help_while_waiting_off_keeps_bodies_on_sub_workers(void **state
 static void test_lend_gives_back_task_of_later_run(void **state) {
     (void)state;
     fixture *f = make(1, 0, 0, 1); /* no helping waits: this test lends by hand */
-    strata_run_handle *h;
-    assert_ok(strata_submit(f->w, orch_tasks, f, &h));
+    strata_run *h;
+    assert_ok(strata_worker_submit(f->w, orch_tasks, f, &h));
     uint64_t id = strata_run_id(h);
     st_endpoint *ep = f->w->subs[0].ep;
     assert_int_equal(ep->ops->lend(ep, id - 1), 0);
@@ -175,7 +175,7 @@ static void test_lend_gives_back_task_of_later_run(void **state) {
 /* Two threads wait for one run whose worker is held: one of them runs each
  * task, exactly once, and both see the run finish. */
 typedef struct second_waiter {
-    strata_run_handle *h;
+    strata_run *h;
     int rc;
 } second_waiter;
 
@@ -197,7 +197,7 @@ static void test_two_waiters_run_each_task_once(void **state) {
     for (int round = 0; round < 20; round++) {
         atomic_store(&f->ran, 0);
         second_waiter sw = {0};
-        assert_ok(strata_submit(f->w, orch_four, f, &sw.h));
+        assert_ok(strata_worker_submit(f->w, orch_four, f, &sw.h));
         pthread_t t;
         assert_int_equal(pthread_create(&t, NULL, second_waiter_main, &sw), 0);
         assert_ok(strata_run_wait(sw.h, STRATA_WAIT_FOREVER));
@@ -214,7 +214,7 @@ static void test_two_waiters_run_each_task_once(void **state) {
 typedef struct waiter {
     strata_worker *w;
     strata_callable record;
-    strata_run_handle *h;
+    strata_run *h;
     _Atomic int submitted;
     int wait_rc;
 } waiter;
@@ -224,7 +224,7 @@ static int orch_many(strata_orch *o, void *arg) {
     for (int i = 0; i < 64; i++) {
         strata_task_args a;
         strata_args_init(&a);
-        STRATA_TRY(strata_submit_sub(o, wt->record, &a));
+        STRATA_TRY(strata_orch_submit_sub(o, wt->record, &a));
     }
     return STRATA_OK;
 }
@@ -236,7 +236,7 @@ static int count_fn(const strata_task_args *a, void *u) {
 
 static void *waiter_main(void *arg) {
     waiter *wt = arg;
-    if (strata_submit(wt->w, orch_many, wt, &wt->h) != STRATA_OK) {
+    if (strata_worker_submit(wt->w, orch_many, wt, &wt->h) != STRATA_OK) {
         wt->wait_rc = -1;
         atomic_store(&wt->submitted, 1);
         return NULL;
@@ -256,7 +256,7 @@ static void test_close_and_destroy_race_a_helping_waiter(void **state) {
         strata_worker_config cfg;
         strata_worker_config_init(&cfg);
         assert_ok(strata_worker_create(&cfg, &wt.w));
-        assert_ok(strata_register_sub(wt.w, "nop", count_fn, NULL, &wt.record));
+        assert_ok(strata_worker_register_sub(wt.w, "nop", count_fn, NULL, &wt.record));
         assert_ok(strata_worker_init(wt.w));
         pthread_t t;
         assert_int_equal(pthread_create(&t, NULL, waiter_main, &wt), 0);
@@ -278,7 +278,7 @@ static void test_help_while_waiting_must_be_0_or_1(void **state) {
     strata_worker *w = NULL;
     assert_status(STRATA_EINVAL, strata_worker_create(&cfg, &w));
     assert_null(w);
-    assert_non_null(strstr(strata_last_error(), "help_while_waiting"));
+    assert_non_null(strstr(strata_error_message(), "help_while_waiting"));
 }
 
 int main(void) {

@@ -41,7 +41,7 @@ static fixture *make(void) {
     st_test_ep_config ec = {.manual = 1};
     assert_ok(st_test_ep_add(f->w, &ec, &f->ep_id, &f->ep));
     assert_ok(st_register_next_level(f->w, "producer", NULL, NULL, NULL, &f->nl));
-    assert_ok(strata_register_sub(f->w, "count", count_fn, &f->counter, &f->count));
+    assert_ok(strata_worker_register_sub(f->w, "count", count_fn, &f->counter, &f->count));
     assert_ok(strata_worker_init(f->w));
     assert_ok(strata_buffer_create(f->w, 4096, &f->buf));
     return f;
@@ -64,7 +64,7 @@ static int orch_one_count(strata_orch *o, void *arg) {
     fixture *f = arg;
     strata_task_args a;
     strata_args_init(&a);
-    return strata_submit_sub(o, f->count, &a);
+    return strata_orch_submit_sub(o, f->count, &a);
 }
 
 /* ---- cancellation between the ready decision and the dispatch claim ---- */
@@ -86,15 +86,15 @@ static void cancellation_between_ready_and_claim_prevents_dispatch(void **state)
     (void)state;
     fixture *f = make();
     st_worker_set_hook(f->w, ST_HOOK_BEFORE_DISPATCH_CLAIM, cancel_before_claim, f);
-    strata_run_handle *h;
-    assert_ok(strata_submit(f->w, orch_one_count, f, &h));
+    strata_run *h;
+    assert_ok(strata_worker_submit(f->w, orch_one_count, f, &h));
     assert_status(STRATA_ECANCELED, strata_run_wait(h, STRATA_WAIT_FOREVER));
     assert_int_equal(f->hook_fired, 1);
     assert_int_equal(atomic_load(&f->counter), 0); /* the task body never ran */
     assert_non_null(strstr(strata_run_error(h), "cancelled by the test"));
     strata_run_release(h);
     /* Nothing leaked into later runs: the hook no longer interferes. */
-    assert_ok(strata_run(f->w, orch_one_count, f));
+    assert_ok(strata_worker_run(f->w, orch_one_count, f));
     assert_int_equal(atomic_load(&f->counter), 1);
     destroy(f);
 }
@@ -127,7 +127,7 @@ static int orch_producer_consumer(strata_orch *o, void *arg) {
     strata_task_args a;
     strata_args_init(&a);
     strata_args_add_tensor(&a, &t, STRATA_OUT_EXISTING);
-    STRATA_TRY(strata_submit_next_level(o, f->nl, &a, NULL, f->ep_id));
+    STRATA_TRY(strata_orch_submit_next_level(o, f->nl, &a, NULL, f->ep_id));
     /* Make sure the producer is running (held by the endpoint) before wiring. */
     uint64_t deadline = st_deadline_after(10 * SEC);
     while (!st_test_ep_holding(f->ep) && st_now_ns() < deadline)
@@ -135,7 +135,7 @@ static int orch_producer_consumer(strata_orch *o, void *arg) {
     assert_true(st_test_ep_holding(f->ep));
     strata_args_init(&a);
     strata_args_add_tensor(&a, &t, STRATA_IN);
-    return strata_submit_sub(o, f->count, &a);
+    return strata_orch_submit_sub(o, f->count, &a);
 }
 
 static void producer_failing_while_consumer_is_wired_poisons_it(void **state) {
@@ -143,15 +143,15 @@ static void producer_failing_while_consumer_is_wired_poisons_it(void **state) {
     fixture *f = make();
     f->finish_status = STRATA_ETASK;
     st_worker_set_hook(f->w, ST_HOOK_AFTER_WIRING, finish_producer_during_wiring, f);
-    strata_run_handle *h;
-    assert_ok(strata_submit(f->w, orch_producer_consumer, f, &h));
+    strata_run *h;
+    assert_ok(strata_worker_submit(f->w, orch_producer_consumer, f, &h));
     assert_status(STRATA_ETASK, strata_run_wait(h, STRATA_WAIT_FOREVER));
     assert_int_equal(f->hook_fired, 1);
     assert_int_equal(atomic_load(&f->counter), 0); /* the consumer never ran */
     assert_non_null(strstr(strata_run_error(h), "producer failed mid-wiring"));
     strata_run_release(h);
     st_worker_set_hook(f->w, ST_HOOK_AFTER_WIRING, NULL, NULL);
-    assert_ok(strata_run(f->w, orch_one_count, f));
+    assert_ok(strata_worker_run(f->w, orch_one_count, f));
     assert_int_equal(atomic_load(&f->counter), 1);
     destroy(f);
 }
@@ -161,7 +161,7 @@ static void producer_completing_while_consumer_is_wired_releases_it(void **state
     fixture *f = make();
     f->finish_status = STRATA_OK;
     st_worker_set_hook(f->w, ST_HOOK_AFTER_WIRING, finish_producer_during_wiring, f);
-    assert_ok(strata_run(f->w, orch_producer_consumer, f));
+    assert_ok(strata_worker_run(f->w, orch_producer_consumer, f));
     assert_int_equal(f->hook_fired, 1);
     assert_int_equal(atomic_load(&f->counter), 1); /* published READY, then ran */
     destroy(f);

@@ -110,7 +110,7 @@ static int orch_chain(strata_orch *o, void *arg) {
         strata_task_args a;
         strata_args_init(&a);
         STRATA_TRY(strata_args_add_tensor(&a, &t, STRATA_INOUT));
-        STRATA_TRY(strata_submit_next_level(o, f->nl, &a, NULL, f->id));
+        STRATA_TRY(strata_orch_submit_next_level(o, f->nl, &a, NULL, f->id));
     }
     return STRATA_OK;
 }
@@ -119,7 +119,7 @@ static void the_scheduler_thread_drives_a_poll_endpoint(void **state) {
     (void)state;
     fixture *f = make();
     for (int r = 0; r < 3; r++)
-        assert_ok(strata_run(f->w, orch_chain, f));
+        assert_ok(strata_worker_run(f->w, orch_chain, f));
     pthread_mutex_lock(&f->ep->mu);
     assert_int_equal(f->ep->completed, 15);
     pthread_mutex_unlock(&f->ep->mu);
@@ -130,7 +130,7 @@ static void the_scheduler_thread_drives_a_poll_endpoint(void **state) {
 static void polling_stops_when_nothing_is_in_flight(void **state) {
     (void)state;
     fixture *f = make();
-    assert_ok(strata_run(f->w, orch_chain, f));
+    assert_ok(strata_worker_run(f->w, orch_chain, f));
     /* Let a poll round that was already under way end, then watch. */
     struct timespec settle = {0, 20000000};
     nanosleep(&settle, NULL);
@@ -138,7 +138,7 @@ static void polling_stops_when_nothing_is_in_flight(void **state) {
     struct timespec window = {0, 100000000};
     nanosleep(&window, NULL);
     assert_int_equal(atomic_load(&f->ep->progress_calls), before); /* asleep: no polls */
-    assert_ok(strata_run(f->w, orch_chain, f)); /* and woken by the next dispatch */
+    assert_ok(strata_worker_run(f->w, orch_chain, f)); /* and woken by the next dispatch */
     assert_true(atomic_load(&f->ep->progress_calls) > before);
     destroy(f);
 }

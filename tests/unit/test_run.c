@@ -32,7 +32,7 @@ static int noop_fn(const strata_task_args *a, void *u) {
 
 static int fail_fn(const strata_task_args *a, void *u) {
     (void)u;
-    strata_task_error("boom %llu", (unsigned long long)strata_args_scalar(a, 0));
+    strata_task_set_error("boom %llu", (unsigned long long)strata_args_scalar(a, 0));
     return 7;
 }
 
@@ -52,9 +52,9 @@ static fixture *make(uint32_t depth, int manual) {
     st_test_ep_config ec = {.manual = manual};
     assert_ok(st_test_ep_add(f->w, &ec, &f->ep_id, &f->ep));
     assert_ok(st_register_next_level(f->w, "nl", NULL, NULL, NULL, &f->nl));
-    assert_ok(strata_register_sub(f->w, "noop", noop_fn, NULL, &f->noop));
-    assert_ok(strata_register_sub(f->w, "fail", fail_fn, NULL, &f->fail));
-    assert_ok(strata_register_sub(f->w, "count", count_fn, &f->counter, &f->count));
+    assert_ok(strata_worker_register_sub(f->w, "noop", noop_fn, NULL, &f->noop));
+    assert_ok(strata_worker_register_sub(f->w, "fail", fail_fn, NULL, &f->fail));
+    assert_ok(strata_worker_register_sub(f->w, "count", count_fn, &f->counter, &f->count));
     assert_ok(strata_worker_init(f->w));
     assert_ok(strata_buffer_create(f->w, 4096, &f->buf));
     return f;
@@ -73,7 +73,7 @@ static strata_tensor whole(fixture *f) {
     return t;
 }
 
-static uint32_t phase(strata_run_handle *h) {
+static uint32_t phase(strata_run *h) {
     return atomic_load(&h->phase.value);
 }
 
@@ -84,7 +84,7 @@ static int orch_one_nl(strata_orch *o, void *arg) {
     strata_task_args a;
     strata_args_init(&a);
     strata_args_add_scalar(&a, strata_orch_run_id(o));
-    return strata_submit_next_level(o, f->nl, &a, NULL, f->ep_id);
+    return strata_orch_submit_next_level(o, f->nl, &a, NULL, f->ep_id);
 }
 
 static int orch_empty(strata_orch *o, void *arg) {
@@ -97,8 +97,8 @@ static void run_ids_start_at_one_and_grow(void **state) {
     (void)state;
     fixture *f = make(2, 0);
     for (uint64_t i = 1; i <= 5; i++) {
-        strata_run_handle *h;
-        assert_ok(strata_submit(f->w, orch_empty, f, &h));
+        strata_run *h;
+        assert_ok(strata_worker_submit(f->w, orch_empty, f, &h));
         assert_int_equal(strata_run_id(h), i);
         assert_ok(strata_run_wait(h, STRATA_WAIT_FOREVER));
         assert_ok(strata_run_release(h));
@@ -109,9 +109,9 @@ static void run_ids_start_at_one_and_grow(void **state) {
 static void empty_run_completes(void **state) {
     (void)state;
     fixture *f = make(2, 0);
-    assert_ok(strata_run(f->w, orch_empty, f));
-    strata_run_handle *h;
-    assert_ok(strata_submit(f->w, orch_empty, f, &h));
+    assert_ok(strata_worker_run(f->w, orch_empty, f));
+    strata_run *h;
+    assert_ok(strata_worker_submit(f->w, orch_empty, f, &h));
     assert_ok(strata_run_wait(h, STRATA_WAIT_FOREVER));
     assert_int_equal(phase(h), ST_RUN_COMPLETED);
     assert_string_equal(strata_run_error(h), "");
@@ -122,8 +122,8 @@ static void empty_run_completes(void **state) {
 static void phases_follow_executing_then_completed(void **state) {
     (void)state;
     fixture *f = make(2, 1);
-    strata_run_handle *h;
-    assert_ok(strata_submit(f->w, orch_one_nl, f, &h));
+    strata_run *h;
+    assert_ok(strata_worker_submit(f->w, orch_one_nl, f, &h));
     assert_int_equal(phase(h), ST_RUN_EXECUTING); /* the head executes while built */
     assert_false(strata_run_done(h));
     assert_status(STRATA_ESTATE, strata_run_release(h));
@@ -139,7 +139,7 @@ static void phases_follow_executing_then_completed(void **state) {
 typedef struct later {
     fixture *f;
     _Atomic int orch_called;
-    strata_run_handle *h;
+    strata_run *h;
     int rc;
 } later;
 
@@ -151,7 +151,7 @@ static int orch_flag(strata_orch *o, void *arg) {
 
 static void *submit_later(void *arg) {
     later *l = arg;
-    l->rc = strata_submit(l->f->w, orch_flag, l, &l->h);
+    l->rc = strata_worker_submit(l->f->w, orch_flag, l, &l->h);
     return NULL;
 }
 
@@ -166,9 +166,9 @@ static int wait_flag(_Atomic int *flag) {
 static void depth2_builds_successor_while_head_executes(void **state) {
     (void)state;
     fixture *f = make(2, 1);
-    strata_run_handle *h1, *h2;
-    assert_ok(strata_submit(f->w, orch_one_nl, f, &h1));
-    assert_ok(strata_submit(f->w, orch_one_nl, f, &h2)); /* returns while run 1 executes */
+    strata_run *h1, *h2;
+    assert_ok(strata_worker_submit(f->w, orch_one_nl, f, &h1));
+    assert_ok(strata_worker_submit(f->w, orch_one_nl, f, &h2)); /* returns while run 1 executes */
     assert_int_equal(phase(h2), ST_RUN_PREPARED);
     assert_int_equal(st_test_ep_count(f->ep), 1); /* run 2's task waits for the head */
 
@@ -205,8 +205,8 @@ static void depth2_builds_successor_while_head_executes(void **state) {
 static void depth1_successor_waits_before_orchestration(void **state) {
     (void)state;
     fixture *f = make(1, 1);
-    strata_run_handle *h1;
-    assert_ok(strata_submit(f->w, orch_one_nl, f, &h1));
+    strata_run *h1;
+    assert_ok(strata_worker_submit(f->w, orch_one_nl, f, &h1));
     later l2 = {.f = f};
     pthread_t t;
     pthread_create(&t, NULL, submit_later, &l2);
@@ -229,7 +229,7 @@ static int orch_two_failures(strata_orch *o, void *arg) {
         strata_task_args a;
         strata_args_init(&a);
         strata_args_add_scalar(&a, 100 + i);
-        strata_submit_sub(o, f->fail, &a); /* the second may fail fast: fine */
+        strata_orch_submit_sub(o, f->fail, &a); /* the second may fail fast: fine */
     }
     return STRATA_OK;
 }
@@ -237,8 +237,8 @@ static int orch_two_failures(strata_orch *o, void *arg) {
 static void first_error_wins(void **state) {
     (void)state;
     fixture *f = make(2, 0);
-    strata_run_handle *h;
-    assert_ok(strata_submit(f->w, orch_two_failures, f, &h));
+    strata_run *h;
+    assert_ok(strata_worker_submit(f->w, orch_two_failures, f, &h));
     assert_status(STRATA_ETASK, strata_run_wait(h, STRATA_WAIT_FOREVER));
     assert_int_equal(strata_run_status(h), STRATA_ETASK);
     const char *err = strata_run_error(h);
@@ -247,7 +247,7 @@ static void first_error_wins(void **state) {
     assert_non_null(strstr(err, "run 1"));
     assert_non_null(strstr(err, "task 'fail' #1"));
     assert_non_null(strstr(err, "sub 0"));
-    assert_non_null(strstr(strata_last_error(), "boom 101"));
+    assert_non_null(strstr(strata_error_message(), "boom 101"));
     strata_run_release(h);
     destroy(f);
 }
@@ -258,13 +258,13 @@ static int orch_fail_then_keep_submitting(strata_orch *o, void *arg) {
     strata_task_args a;
     strata_args_init(&a);
     strata_args_add_scalar(&a, 5);
-    assert_ok(strata_submit_sub(o, f->fail, &a));
+    assert_ok(strata_orch_submit_sub(o, f->fail, &a));
     for (int i = 0; i < 100000; i++) {
         strata_args_init(&a);
-        int rc = strata_submit_sub(o, f->noop, &a);
+        int rc = strata_orch_submit_sub(o, f->noop, &a);
         if (rc != STRATA_OK) {
             assert_int_equal(rc, STRATA_ETASK);
-            assert_non_null(strstr(strata_last_error(), "boom 5"));
+            assert_non_null(strstr(strata_error_message(), "boom 5"));
             return rc;
         }
         struct timespec ts = {0, 100000};
@@ -277,8 +277,8 @@ static int orch_fail_then_keep_submitting(strata_orch *o, void *arg) {
 static void failed_run_fails_later_submits_fast(void **state) {
     (void)state;
     fixture *f = make(2, 0);
-    strata_run_handle *h;
-    assert_ok(strata_submit(f->w, orch_fail_then_keep_submitting, f, &h));
+    strata_run *h;
+    assert_ok(strata_worker_submit(f->w, orch_fail_then_keep_submitting, f, &h));
     assert_status(STRATA_ETASK, strata_run_wait(h, STRATA_WAIT_FOREVER));
     /* The task's error came first and stays the run's error. */
     assert_non_null(strstr(strata_run_error(h), "boom 5"));
@@ -294,10 +294,10 @@ static int orch_write_then_fail_reader(strata_orch *o, void *arg) {
     strata_args_init(&a);
     strata_args_add_tensor(&a, &t, STRATA_OUT_EXISTING);
     strata_args_add_scalar(&a, 9);
-    STRATA_TRY(strata_submit_sub(o, f->fail, &a));
+    STRATA_TRY(strata_orch_submit_sub(o, f->fail, &a));
     strata_args_init(&a);
     strata_args_add_tensor(&a, &t, STRATA_IN);
-    strata_submit_sub(o, f->count, &a); /* poisoned (or fails fast) */
+    strata_orch_submit_sub(o, f->count, &a); /* poisoned (or fails fast) */
     return STRATA_OK;
 }
 
@@ -307,22 +307,22 @@ static int orch_count_reader(strata_orch *o, void *arg) {
     strata_task_args a;
     strata_args_init(&a);
     strata_args_add_tensor(&a, &t, STRATA_IN);
-    return strata_submit_sub(o, f->count, &a);
+    return strata_orch_submit_sub(o, f->count, &a);
 }
 
 static void poison_stays_inside_its_run(void **state) {
     (void)state;
     fixture *f = make(2, 0);
-    strata_run_handle *h1, *h2;
-    assert_ok(strata_submit(f->w, orch_write_then_fail_reader, f, &h1));
-    assert_ok(strata_submit(f->w, orch_count_reader, f, &h2));
+    strata_run *h1, *h2;
+    assert_ok(strata_worker_submit(f->w, orch_write_then_fail_reader, f, &h1));
+    assert_ok(strata_worker_submit(f->w, orch_count_reader, f, &h2));
     assert_status(STRATA_ETASK, strata_run_wait(h1, STRATA_WAIT_FOREVER));
     assert_ok(strata_run_wait(h2, STRATA_WAIT_FOREVER));
     assert_string_equal(strata_run_error(h2), "");
     assert_int_equal(atomic_load(&f->counter), 1); /* only run 2's reader ran */
     strata_run_release(h1);
     strata_run_release(h2);
-    assert_ok(strata_run(f->w, orch_count_reader, f)); /* later runs are untouched */
+    assert_ok(strata_worker_run(f->w, orch_count_reader, f)); /* later runs are untouched */
     assert_int_equal(atomic_load(&f->counter), 2);
     destroy(f);
 }
@@ -335,22 +335,22 @@ static int orch_fail_after_submitting(strata_orch *o, void *arg) {
     strata_task_args a;
     strata_args_init(&a);
     strata_args_add_tensor(&a, &t, STRATA_OUT_EXISTING);
-    STRATA_TRY(strata_submit_next_level(o, f->nl, &a, NULL, f->ep_id));
+    STRATA_TRY(strata_orch_submit_next_level(o, f->nl, &a, NULL, f->ep_id));
     for (int i = 0; i < 5; i++) {
         strata_args_init(&a);
         strata_args_add_tensor(&a, &t, STRATA_IN);
-        STRATA_TRY(strata_submit_sub(o, f->count, &a));
+        STRATA_TRY(strata_orch_submit_sub(o, f->count, &a));
     }
     strata_args_init(&a);
-    STRATA_TRY(strata_submit_next_level(o, f->nl, &a, NULL, f->ep_id)); /* ready, queued */
+    STRATA_TRY(strata_orch_submit_next_level(o, f->nl, &a, NULL, f->ep_id)); /* ready, queued */
     return st_fail(STRATA_EINVAL, "user said no");
 }
 
 static void orchestration_failure_cancels_unstarted_tasks(void **state) {
     (void)state;
     fixture *f = make(2, 1);
-    strata_run_handle *h;
-    assert_ok(strata_submit(f->w, orch_fail_after_submitting, f, &h));
+    strata_run *h;
+    assert_ok(strata_worker_submit(f->w, orch_fail_after_submitting, f, &h));
     assert_false(strata_run_done(h)); /* the started task still holds the fence */
     assert_int_equal(st_test_ep_finish(f->ep, STRATA_OK, "", 10 * SEC), 0);
     assert_status(STRATA_EINVAL, strata_run_wait(h, STRATA_WAIT_FOREVER));
@@ -359,7 +359,7 @@ static void orchestration_failure_cancels_unstarted_tasks(void **state) {
     assert_int_equal(atomic_load(&f->counter), 0); /* dependants never ran */
     assert_int_equal(st_test_ep_count(f->ep), 1);  /* the queued single never launched */
     strata_run_release(h);
-    assert_ok(strata_run(f->w, orch_empty, f));
+    assert_ok(strata_worker_run(f->w, orch_empty, f));
     destroy(f);
 }
 
@@ -378,24 +378,24 @@ static int orch_underflow(strata_orch *o, void *arg) {
 static void counter_underflow_is_recorded_as_the_runs_error(void **state) {
     (void)state;
     fixture *f = make(2, 0);
-    strata_run_handle *h;
-    assert_ok(strata_submit(f->w, orch_underflow, f, &h));
+    strata_run *h;
+    assert_ok(strata_worker_submit(f->w, orch_underflow, f, &h));
     assert_status(STRATA_ESTATE, strata_run_wait(h, STRATA_WAIT_FOREVER));
     assert_non_null(strstr(strata_run_error(h), "underflow"));
     strata_run_release(h);
-    assert_ok(strata_run(f->w, orch_empty, f));
+    assert_ok(strata_worker_run(f->w, orch_empty, f));
     destroy(f);
 }
 
 static void handles_outlive_the_worker(void **state) {
     (void)state;
     fixture *f = make(2, 0);
-    strata_run_handle *h;
-    assert_ok(strata_submit(f->w, orch_two_failures, f, &h));
+    strata_run *h;
+    assert_ok(strata_worker_submit(f->w, orch_two_failures, f, &h));
     assert_ok(strata_worker_close(f->w)); /* waits for the run */
     assert_true(strata_run_done(h));
-    strata_run_handle *keep = h;
-    assert_status(STRATA_ECLOSED, strata_submit(f->w, orch_empty, f, &h));
+    strata_run *keep = h;
+    assert_status(STRATA_ECLOSED, strata_worker_submit(f->w, orch_empty, f, &h));
     assert_null(h);
     destroy(f);
     assert_non_null(strstr(strata_run_error(keep), "boom"));

@@ -232,7 +232,7 @@ static void accepts_current_lease_generation_and_rejects_older_one(void **state)
     st_lane_lease lease = {.slot = 0, .generation = 4};
     assert_status(STRATA_ESTALE, st_lane_submit_leased(f.lane, &r, lease, 3, 3, 1, &old));
     assert_null(old);
-    assert_non_null(strstr(strata_last_error(), "stale"));
+    assert_non_null(strstr(strata_error_message(), "stale"));
     assert_int_equal(st_lane_count(f.lane), 0);
     st_lane_run_release(a);
     st_lane_run_release(again);
@@ -338,8 +338,8 @@ static void prepare_failure_is_terminal_without_poisoning_the_lane(void **state)
     fake.prepare_rc[0] = -5;
     st_lane_run *r = direct(&f); /* accepted; the failure surfaces at wait */
     assert_status(STRATA_EDEVICE, st_lane_wait(r, UINT64_MAX));
-    assert_non_null(strstr(strata_last_error(), "prepare failed with code -5"));
-    assert_non_null(strstr(strata_last_error(), "run_id=1"));
+    assert_non_null(strstr(strata_error_message(), "prepare failed with code -5"));
+    assert_non_null(strstr(strata_error_message(), "run_id=1"));
     assert_int_equal(st_lane_poisoned(f.lane), 0);
     set_auto_complete();
     st_lane_run *next = direct(&f);
@@ -355,7 +355,7 @@ static void reclaimed_launch_failure_does_not_poison_the_lane(void **state) {
     fake.launch_rc = -6;
     st_lane_run *r = direct(&f);
     assert_status(STRATA_EDEVICE, st_lane_wait(r, UINT64_MAX));
-    assert_non_null(strstr(strata_last_error(), "launch failed with code -6"));
+    assert_non_null(strstr(strata_error_message(), "launch failed with code -6"));
     expect_trace("prepare0,badlaunch0,finalize0");
     assert_int_equal(st_lane_run_launched(r), 0);
     assert_int_equal(st_lane_poisoned(f.lane), 0);
@@ -374,7 +374,7 @@ static void reaped_launch_failure_reports_at_finalize_and_poisons(void **state) 
     fake.launch_reaps = 1; /* the device says something ran: the run is reaped */
     st_lane_run *r = direct(&f);
     assert_status(STRATA_EDEVICE, st_lane_wait(r, UINT64_MAX));
-    assert_non_null(strstr(strata_last_error(), "launch failed with code -6"));
+    assert_non_null(strstr(strata_error_message(), "launch failed with code -6"));
     assert_int_equal(st_lane_poisoned(f.lane), 1); /* its finalize reported the launch code */
     st_lane_run_release(r);
     close_lane(&f);
@@ -415,12 +415,12 @@ static void finalize_failure_poisons_admission_and_close_reports_it(void **state
     fake.finalize_rc = -7;
     st_lane_run *r = direct(&f);
     assert_status(STRATA_EDEVICE, st_lane_wait(r, UINT64_MAX));
-    assert_non_null(strstr(strata_last_error(), "finalize failed with code -7"));
+    assert_non_null(strstr(strata_error_message(), "finalize failed with code -7"));
     assert_int_equal(st_lane_poisoned(f.lane), 1);
     st_lane_request req = request(NULL, NULL);
     st_lane_run *later = NULL;
     assert_status(STRATA_EPOISONED, st_lane_submit_direct(f.lane, &req, &later));
-    assert_non_null(strstr(strata_last_error(), "code -7"));
+    assert_non_null(strstr(strata_error_message(), "code -7"));
     st_lane_lease lease = {.slot = 1, .generation = 1};
     assert_status(STRATA_EPOISONED, st_lane_submit_leased(f.lane, &req, lease, 9, 9, 1, &later));
     assert_status(STRATA_EPOISONED, st_lane_close(f.lane));
@@ -437,7 +437,7 @@ static void poll_failure_reports_the_terminal_native_error(void **state) {
     st_lane_run *r = direct(&f);
     assert_int_equal(st_lane_done(r), 1);
     assert_status(STRATA_EDEVICE, st_lane_wait(r, UINT64_MAX));
-    assert_non_null(strstr(strata_last_error(), "finalize failed with code 507015"));
+    assert_non_null(strstr(strata_error_message(), "finalize failed with code 507015"));
     assert_int_equal(st_lane_poisoned(f.lane), 1);
     assert_status(STRATA_EPOISONED, st_lane_close(f.lane));
     st_lane_run_release(r);
@@ -450,7 +450,7 @@ static void poll_failure_with_clean_finalize_reports_the_poll(void **state) {
     fake.poll_rc = -1;
     st_lane_run *r = direct(&f);
     assert_status(STRATA_EDEVICE, st_lane_wait(r, UINT64_MAX));
-    assert_non_null(strstr(strata_last_error(), "poll failed with code -1"));
+    assert_non_null(strstr(strata_error_message(), "poll failed with code -1"));
     assert_int_equal(st_lane_poisoned(f.lane), 1);
     st_lane_run_release(r);
     close_lane(&f);
@@ -462,7 +462,7 @@ static void wait_failure_poisons_the_lane(void **state) {
     fake.wait_rc = -9;
     st_lane_run *r = direct(&f);
     assert_status(STRATA_EDEVICE, st_lane_wait(r, UINT64_MAX));
-    assert_non_null(strstr(strata_last_error(), "wait failed with code -9"));
+    assert_non_null(strstr(strata_error_message(), "wait failed with code -9"));
     assert_int_equal(st_lane_poisoned(f.lane), 1);
     st_lane_run_release(r);
     close_lane(&f);
@@ -499,7 +499,7 @@ static void leased_submit_rejects_an_invalid_lease(void **state) {
     st_lane_lease slot2 = {.slot = 2, .generation = 1};
     st_lane_lease reserved = {.slot = 0, .reserved = 1, .generation = 1};
     assert_status(STRATA_EINVAL, st_lane_submit_leased(f.lane, &req, gen0, 1, 1, 1, &r));
-    assert_non_null(strstr(strata_last_error(), "invalid pipeline lease"));
+    assert_non_null(strstr(strata_error_message(), "invalid pipeline lease"));
     assert_status(STRATA_EINVAL, st_lane_submit_leased(f.lane, &req, slot2, 1, 1, 1, &r));
     assert_status(STRATA_EINVAL, st_lane_submit_leased(f.lane, &req, reserved, 1, 1, 1, &r));
     assert_null(r);
@@ -515,7 +515,7 @@ static void leased_submit_rejects_duplicate_identity(void **state) {
     st_lane_run *r = NULL;
     st_lane_lease other = {.slot = 1, .generation = 1};
     assert_status(STRATA_EINVAL, st_lane_submit_leased(f.lane, &req, other, 4, 5, 0, &r));
-    assert_non_null(strstr(strata_last_error(), "duplicate"));
+    assert_non_null(strstr(strata_error_message(), "duplicate"));
     assert_status(STRATA_EINVAL, st_lane_submit_leased(f.lane, &req, other, 6, 4, 0, &r));
     assert_int_equal(st_lane_count(f.lane), 1);
     st_lane_run_release(a);
@@ -530,7 +530,7 @@ static void leased_submit_rejects_an_occupied_slot_and_a_third_run(void **state)
     st_lane_run *r = NULL;
     st_lane_lease same = {.slot = 0, .generation = 1};
     assert_status(STRATA_ESTATE, st_lane_submit_leased(f.lane, &req, same, 2, 2, 0, &r));
-    assert_non_null(strstr(strata_last_error(), "slot 0 is already occupied"));
+    assert_non_null(strstr(strata_error_message(), "slot 0 is already occupied"));
     st_lane_run *b = leased(&f, 1, 1, 2, 0, NULL, NULL);
     st_lane_lease third = {.slot = 1, .generation = 2};
     assert_int_not_equal(STRATA_OK, st_lane_submit_leased(f.lane, &req, third, 3, 3, 0, &r));
@@ -550,7 +550,7 @@ static void leased_submit_cannot_reorder_before_a_launched_front(void **state) {
     st_lane_run *r = NULL;
     st_lane_lease lease = {.slot = 1, .generation = 1};
     assert_status(STRATA_ESTATE, st_lane_submit_leased(f.lane, &req, lease, 3, 3, 1, &r));
-    assert_non_null(strstr(strata_last_error(), "cannot reorder"));
+    assert_non_null(strstr(strata_error_message(), "cannot reorder"));
     fake_complete(0);
     wait_ok(a);
     st_lane_run_release(a);
@@ -583,7 +583,7 @@ static void abandon_is_refused_for_a_launched_run(void **state) {
     open_lane(&f, fake_entry_capable);
     st_lane_run *a = direct(&f);
     assert_status(STRATA_ESTATE, st_lane_abandon(a));
-    assert_non_null(strstr(strata_last_error(), "cannot abandon a launched run"));
+    assert_non_null(strstr(strata_error_message(), "cannot abandon a launched run"));
     fake_complete(0);
     wait_ok(a);
     assert_ok(st_lane_abandon(a)); /* terminal: nothing to do */
@@ -617,10 +617,10 @@ static void error_is_re_reported_on_every_wait(void **state) {
     st_lane_run *r = direct(&f);
     assert_status(STRATA_EDEVICE, st_lane_wait(r, UINT64_MAX));
     char first[512];
-    snprintf(first, sizeof first, "%s", strata_last_error());
+    snprintf(first, sizeof first, "%s", strata_error_message());
     assert_ok(st_lane_drain(f.lane)); /* overwrites nothing of the run */
     assert_status(STRATA_EDEVICE, st_lane_wait(r, UINT64_MAX));
-    assert_string_equal(strata_last_error(), first);
+    assert_string_equal(strata_error_message(), first);
     assert_string_equal(st_lane_run_error(r), first);
     assert_status(STRATA_EDEVICE, st_lane_activate(r)); /* activating a failed run reports it */
     st_lane_run_release(r);
@@ -635,8 +635,8 @@ static void poisoned_lane_fails_queued_runs_without_launching_them(void **state)
     fake.finalize_rc = -7;
     fake_complete(0);
     assert_status(STRATA_EPOISONED, st_lane_wait(b, UINT64_MAX));
-    assert_non_null(strstr(strata_last_error(), "poisoned"));
-    assert_non_null(strstr(strata_last_error(), "code -7"));
+    assert_non_null(strstr(strata_error_message(), "poisoned"));
+    assert_non_null(strstr(strata_error_message(), "code -7"));
     expect_trace("prepare0,launch0,prepare1,finalize0,finalize1"); /* b never launched */
     assert_int_equal(st_lane_run_launched(b), 0);
     assert_status(STRATA_EDEVICE, st_lane_wait(a, UINT64_MAX));

@@ -39,7 +39,7 @@ static int noop_fn(const strata_task_args *a, void *u) {
 static int fail_fn(const strata_task_args *a, void *u) {
     (void)a;
     (void)u;
-    strata_task_error("producer broke");
+    strata_task_set_error("producer broke");
     return 1;
 }
 
@@ -62,7 +62,7 @@ static int meet_fn(const strata_task_args *a, void *u) {
     uint64_t deadline = st_deadline_after(10 * SEC);
     while (atomic_load(&f->arrived) < n) {
         if (st_now_ns() > deadline) {
-            strata_task_error("members never met");
+            strata_task_set_error("members never met");
             return 1;
         }
         sched_yield();
@@ -82,10 +82,10 @@ static fixture *make(int nsub, int nnext, int manual) {
         assert_int_equal(f->id[i], i);
     }
     assert_ok(st_register_next_level(f->w, "nl", NULL, NULL, NULL, &f->nl));
-    assert_ok(strata_register_sub(f->w, "noop", noop_fn, NULL, &f->noop));
-    assert_ok(strata_register_sub(f->w, "fail", fail_fn, NULL, &f->fail));
-    assert_ok(strata_register_sub(f->w, "record", record_fn, f, &f->record));
-    assert_ok(strata_register_sub(f->w, "meet", meet_fn, f, &f->meet));
+    assert_ok(strata_worker_register_sub(f->w, "noop", noop_fn, NULL, &f->noop));
+    assert_ok(strata_worker_register_sub(f->w, "fail", fail_fn, NULL, &f->fail));
+    assert_ok(strata_worker_register_sub(f->w, "record", record_fn, f, &f->record));
+    assert_ok(strata_worker_register_sub(f->w, "meet", meet_fn, f, &f->meet));
     assert_ok(strata_worker_init(f->w));
     assert_ok(strata_buffer_create(f->w, 1 << 16, &f->buf));
     return f;
@@ -116,7 +116,7 @@ static int orch_alternate(strata_orch *o, void *arg) {
         strata_task_args a;
         strata_args_init(&a);
         strata_args_add_scalar(&a, i);
-        STRATA_TRY(strata_submit_next_level(o, f->nl, &a, NULL, (int)(i % 2)));
+        STRATA_TRY(strata_orch_submit_next_level(o, f->nl, &a, NULL, (int)(i % 2)));
     }
     return STRATA_OK;
 }
@@ -124,7 +124,7 @@ static int orch_alternate(strata_orch *o, void *arg) {
 static void directed_tasks_run_in_fifo_order_on_their_worker(void **state) {
     (void)state;
     fixture *f = make(1, 2, 0);
-    assert_ok(strata_run(f->w, orch_alternate, f));
+    assert_ok(strata_worker_run(f->w, orch_alternate, f));
     for (int e = 0; e < 2; e++) {
         assert_int_equal(st_test_ep_count(f->ep[e]), 20);
         uint64_t prev = 0;
@@ -146,24 +146,24 @@ static int orch_blocked_group(strata_orch *o, void *arg) {
     strata_task_args a, g[2];
     strata_args_init(&a);
     strata_args_add_scalar(&a, 1);
-    STRATA_TRY(strata_submit_next_level(o, f->nl, &a, NULL, 0));
+    STRATA_TRY(strata_orch_submit_next_level(o, f->nl, &a, NULL, 0));
     int ids[2] = {0, 1};
     for (int m = 0; m < 2; m++) {
         strata_args_init(&g[m]);
         strata_args_add_scalar(&g[m], 2);
     }
-    STRATA_TRY(strata_submit_next_level_group(o, f->nl, g, NULL, ids, 2));
+    STRATA_TRY(strata_orch_submit_next_level_group(o, f->nl, g, NULL, ids, 2));
     strata_args_init(&a);
     strata_args_add_scalar(&a, 3);
-    STRATA_TRY(strata_submit_next_level(o, f->nl, &a, NULL, 1));
+    STRATA_TRY(strata_orch_submit_next_level(o, f->nl, &a, NULL, 1));
     return STRATA_OK;
 }
 
 static void blocked_group_reserves_its_workers_and_never_launches_partially(void **state) {
     (void)state;
     fixture *f = make(1, 2, 1);
-    strata_run_handle *h;
-    assert_ok(strata_submit(f->w, orch_blocked_group, f, &h));
+    strata_run *h;
+    assert_ok(strata_worker_submit(f->w, orch_blocked_group, f, &h));
     /* Worker 1 is idle, but the blocked group holds it: neither the group's
      * member 1 nor the later single S may start there. */
     assert_int_equal(st_test_ep_count(f->ep[0]), 1);
@@ -192,15 +192,15 @@ static int orch_group_member_fails(strata_orch *o, void *arg) {
     int ids[3] = {0, 1, 2};
     for (int m = 0; m < 3; m++)
         strata_args_init(&g[m]);
-    STRATA_TRY(strata_submit_next_level_group(o, f->nl, g, NULL, ids, 3));
+    STRATA_TRY(strata_orch_submit_next_level_group(o, f->nl, g, NULL, ids, 3));
     return STRATA_OK;
 }
 
 static void group_fails_once_when_a_member_fails(void **state) {
     (void)state;
     fixture *f = make(1, 3, 1);
-    strata_run_handle *h;
-    assert_ok(strata_submit(f->w, orch_group_member_fails, f, &h));
+    strata_run *h;
+    assert_ok(strata_worker_submit(f->w, orch_group_member_fails, f, &h));
     assert_int_equal(st_test_ep_finish(f->ep[1], STRATA_ETASK, "member one broke", 10 * SEC), 0);
     /* The run records the failure as soon as the member's completion is handled. */
     uint64_t deadline = st_deadline_after(10 * SEC);
@@ -226,13 +226,13 @@ static int orch_sub_group(strata_orch *o, void *arg) {
         strata_args_init(&g[m]);
         strata_args_add_scalar(&g[m], 3);
     }
-    return strata_submit_sub_group(o, f->meet, g, 3);
+    return strata_orch_submit_sub_group(o, f->meet, g, 3);
 }
 
 static void sub_group_runs_members_at_once_on_distinct_workers(void **state) {
     (void)state;
     fixture *f = make(3, 0, 0);
-    assert_ok(strata_run(f->w, orch_sub_group, f));
+    assert_ok(strata_worker_run(f->w, orch_sub_group, f));
     assert_int_equal(atomic_load(&f->nthreads), 3);
     assert_false(pthread_equal(f->threads[0], f->threads[1]));
     assert_false(pthread_equal(f->threads[0], f->threads[2]));
@@ -248,14 +248,14 @@ static int orch_poison_chain(strata_orch *o, void *arg) {
     strata_task_args a;
     strata_args_init(&a);
     strata_args_add_tensor(&a, &x, STRATA_OUT_EXISTING);
-    STRATA_TRY(strata_submit_sub(o, f->fail, &a)); /* A fails */
+    STRATA_TRY(strata_orch_submit_sub(o, f->fail, &a)); /* A fails */
     strata_args_init(&a);
     strata_args_add_tensor(&a, &x, STRATA_IN);
     strata_args_add_tensor(&a, &y, STRATA_OUT_EXISTING);
-    strata_submit_sub(o, f->record, &a); /* B depends on A */
+    strata_orch_submit_sub(o, f->record, &a); /* B depends on A */
     strata_args_init(&a);
     strata_args_add_tensor(&a, &y, STRATA_IN);
-    strata_submit_sub(o, f->record, &a); /* C depends on B */
+    strata_orch_submit_sub(o, f->record, &a); /* C depends on B */
     (void)z;
     return STRATA_OK;
 }
@@ -264,8 +264,8 @@ static void failure_poisons_dependants_only(void **state) {
     (void)state;
     fixture *f = make(1, 1, 1);
     /* Hold the single sub worker's queue behind nothing: A runs first. */
-    strata_run_handle *h;
-    assert_ok(strata_submit(f->w, orch_poison_chain, f, &h));
+    strata_run *h;
+    assert_ok(strata_worker_submit(f->w, orch_poison_chain, f, &h));
     assert_status(STRATA_ETASK, strata_run_wait(h, STRATA_WAIT_FOREVER));
     assert_int_equal(atomic_load(&f->counter), 0);
     assert_non_null(strstr(strata_run_error(h), "producer broke"));
@@ -281,18 +281,18 @@ static int orch_independent_survives(strata_orch *o, void *arg) {
      * submit D before A to be independent of fail-fast timing. */
     strata_args_init(&a);
     strata_args_add_tensor(&a, &z, STRATA_OUT_EXISTING);
-    STRATA_TRY(strata_submit_sub(o, f->record, &a));
+    STRATA_TRY(strata_orch_submit_sub(o, f->record, &a));
     strata_args_init(&a);
     strata_args_add_tensor(&a, &x, STRATA_OUT_EXISTING);
-    STRATA_TRY(strata_submit_sub(o, f->fail, &a));
+    STRATA_TRY(strata_orch_submit_sub(o, f->fail, &a));
     return STRATA_OK;
 }
 
 static void independent_tasks_of_a_failed_run_still_run(void **state) {
     (void)state;
     fixture *f = make(2, 0, 0);
-    strata_run_handle *h;
-    assert_ok(strata_submit(f->w, orch_independent_survives, f, &h));
+    strata_run *h;
+    assert_ok(strata_worker_submit(f->w, orch_independent_survives, f, &h));
     assert_status(STRATA_ETASK, strata_run_wait(h, STRATA_WAIT_FOREVER));
     assert_int_equal(atomic_load(&f->counter), 1);
     strata_run_release(h);
@@ -307,7 +307,7 @@ static int orch_queue_then_fail(strata_orch *o, void *arg) {
         strata_task_args a;
         strata_args_init(&a);
         strata_args_add_scalar(&a, i);
-        STRATA_TRY(strata_submit_next_level(o, f->nl, &a, NULL, 0));
+        STRATA_TRY(strata_orch_submit_next_level(o, f->nl, &a, NULL, 0));
     }
     return st_fail(STRATA_EINVAL, "stop here");
 }
@@ -316,21 +316,21 @@ static int orch_one_nl(strata_orch *o, void *arg) {
     fixture *f = arg;
     strata_task_args a;
     strata_args_init(&a);
-    return strata_submit_next_level(o, f->nl, &a, NULL, 0);
+    return strata_orch_submit_next_level(o, f->nl, &a, NULL, 0);
 }
 
 static void stale_queue_entries_are_skipped(void **state) {
     (void)state;
     fixture *f = make(1, 1, 1);
-    strata_run_handle *h;
-    assert_ok(strata_submit(f->w, orch_queue_then_fail, f, &h));
+    strata_run *h;
+    assert_ok(strata_worker_submit(f->w, orch_queue_then_fail, f, &h));
     finish(f, 0);
     assert_status(STRATA_EINVAL, strata_run_wait(h, STRATA_WAIT_FOREVER));
     assert_int_equal(st_test_ep_count(f->ep[0]), 1);
     strata_run_release(h);
     /* The worker goes on: a fresh run dispatches normally. */
-    strata_run_handle *h2;
-    assert_ok(strata_submit(f->w, orch_one_nl, f, &h2));
+    strata_run *h2;
+    assert_ok(strata_worker_submit(f->w, orch_one_nl, f, &h2));
     finish(f, 0);
     assert_ok(strata_run_wait(h2, STRATA_WAIT_FOREVER));
     assert_int_equal(st_test_ep_count(f->ep[0]), 2);

@@ -116,9 +116,9 @@ static sfx *make_cfg(const strata_worker_config *cfg, int manual_endpoint) {
         st_test_ep_config ec = {.manual = 1};
         assert_ok(st_test_ep_add(f->w, &ec, &f->ep_id, &f->ep));
     }
-    assert_ok(strata_register_sub(f->w, "fill", fill_fn, f, &f->fill));
-    assert_ok(strata_register_sub(f->w, "check", check_fn, f, &f->check));
-    assert_ok(strata_register_sub(f->w, "gate_wait", gate_wait_fn, f, &f->gate_wait));
+    assert_ok(strata_worker_register_sub(f->w, "fill", fill_fn, f, &f->fill));
+    assert_ok(strata_worker_register_sub(f->w, "check", check_fn, f, &f->check));
+    assert_ok(strata_worker_register_sub(f->w, "gate_wait", gate_wait_fn, f, &f->gate_wait));
     assert_ok(st_register_next_level(f->w, "nl", NULL, NULL, NULL, &f->nl));
     assert_ok(strata_worker_init(f->w));
     assert_ok(strata_buffer_create(f->w, 4096, &f->buf));
@@ -144,7 +144,7 @@ static void record(sfx *f, int rc) {
         return;
     result *r = &f->r[f->nr++];
     r->rc = rc;
-    snprintf(r->msg, sizeof r->msg, "%s", rc != STRATA_OK ? strata_last_error() : "");
+    snprintf(r->msg, sizeof r->msg, "%s", rc != STRATA_OK ? strata_error_message() : "");
 }
 
 #define RECORD(f, expr)                                                                            \
@@ -171,7 +171,7 @@ static int submit1(strata_orch *o, strata_callable fn, strata_tensor *t, strata_
     strata_args_init(&a);
     strata_args_add_scalar(&a, value);
     strata_args_add_tensor(&a, t, tag);
-    int rc = strata_submit_sub(o, fn, &a);
+    int rc = strata_orch_submit_sub(o, fn, &a);
     if (rc == STRATA_OK)
         *t = a.tensors[0];
     return rc;
@@ -197,9 +197,9 @@ static int orch_nest_to_the_limit(strata_orch *o, void *arg) {
     sfx *f = arg;
     int begun = 0;
     for (int i = 0; i < STRATA_MAX_SCOPE_DEPTH - 1; i++)
-        begun += strata_scope_begin(o) == STRATA_OK;
+        begun += strata_orch_scope_begin(o) == STRATA_OK;
     f->iterations = begun;
-    RECORD(f, strata_scope_begin(o)); /* 0: the 64th scope, counting the outer one */
+    RECORD(f, strata_orch_scope_begin(o)); /* 0: the 64th scope, counting the outer one */
     /* work at the deepest level still runs */
     strata_tensor t;
     int64_t n = 16;
@@ -208,16 +208,16 @@ static int orch_nest_to_the_limit(strata_orch *o, void *arg) {
     RECORD(f, submit1(o, f->check, &t, STRATA_IN, 5));      /* 3 */
     int ended = 0;
     for (int i = 0; i < STRATA_MAX_SCOPE_DEPTH - 1; i++)
-        ended += strata_scope_end(o) == STRATA_OK;
+        ended += strata_orch_scope_end(o) == STRATA_OK;
     RECORD(f, ended == STRATA_MAX_SCOPE_DEPTH - 1 ? STRATA_OK : STRATA_EINVAL); /* 4 */
-    RECORD(f, strata_scope_end(o)); /* 5: only the outer scope is left */
+    RECORD(f, strata_orch_scope_end(o)); /* 5: only the outer scope is left */
     return STRATA_OK;
 }
 
 static void nesting_limit_counts_the_outer_scope(void **state) {
     (void)state;
     sfx *f = make();
-    assert_ok(strata_run(f->w, orch_nest_to_the_limit, f));
+    assert_ok(strata_worker_run(f->w, orch_nest_to_the_limit, f));
     assert_int_equal(f->iterations, STRATA_MAX_SCOPE_DEPTH - 1);
     assert_result(f, 0, STRATA_ECAPACITY, "STRATA_MAX_SCOPE_DEPTH");
     assert_result(f, 1, STRATA_OK, "");
@@ -233,17 +233,17 @@ static void nesting_limit_counts_the_outer_scope(void **state) {
 
 static int orch_end_without_begin(strata_orch *o, void *arg) {
     sfx *f = arg;
-    RECORD(f, strata_scope_end(o));   /* 0 */
-    RECORD(f, strata_scope_begin(o)); /* 1 */
-    RECORD(f, strata_scope_end(o));   /* 2 */
-    RECORD(f, strata_scope_end(o));   /* 3 */
+    RECORD(f, strata_orch_scope_end(o));   /* 0 */
+    RECORD(f, strata_orch_scope_begin(o)); /* 1 */
+    RECORD(f, strata_orch_scope_end(o));   /* 2 */
+    RECORD(f, strata_orch_scope_end(o));   /* 3 */
     return STRATA_OK;
 }
 
 static void scope_end_without_an_open_scope_is_estate(void **state) {
     (void)state;
     sfx *f = make();
-    assert_ok(strata_run(f->w, orch_end_without_begin, f));
+    assert_ok(strata_worker_run(f->w, orch_end_without_begin, f));
     assert_result(f, 0, STRATA_ESTATE, "no scope is open");
     assert_result(f, 1, STRATA_OK, "");
     assert_result(f, 2, STRATA_OK, "");
@@ -253,8 +253,8 @@ static void scope_end_without_an_open_scope_is_estate(void **state) {
 
 static int orch_scope_calls_per_run(strata_orch *o, void *arg) {
     sfx *f = arg;
-    RECORD(f, strata_scope_begin(o));
-    RECORD(f, strata_scope_begin(o));
+    RECORD(f, strata_orch_scope_begin(o));
+    RECORD(f, strata_orch_scope_begin(o));
     return STRATA_OK; /* left open: the next run starts at the outer scope again */
 }
 
@@ -262,7 +262,7 @@ static void every_run_starts_at_depth_one(void **state) {
     (void)state;
     sfx *f = make();
     for (int i = 0; i < 40; i++) /* 80 begins in all: more than the limit */
-        assert_ok(strata_run(f->w, orch_scope_calls_per_run, f));
+        assert_ok(strata_worker_run(f->w, orch_scope_calls_per_run, f));
     assert_int_equal(f->nr, 80);
     for (int i = 0; i < 80; i++)
         assert_result(f, i, STRATA_OK, "");
@@ -280,7 +280,7 @@ static int orch_leave_scopes_open(strata_orch *o, void *arg) {
     open_ctx *c = arg;
     sfx *f = c->f;
     for (int d = 0; d < 5; d++) {
-        RECORD(f, strata_scope_begin(o));
+        RECORD(f, strata_orch_scope_begin(o));
         strata_tensor t;
         int64_t n = 256;
         RECORD(f, strata_orch_alloc(o, 1, &n, STRATA_I32, &t));
@@ -294,14 +294,14 @@ static void scopes_left_open_are_closed_when_the_function_returns(void **state) 
     (void)state;
     sfx *f = make();
     open_ctx c = {.f = f};
-    assert_ok(strata_run(f->w, orch_leave_scopes_open, &c));
+    assert_ok(strata_worker_run(f->w, orch_leave_scopes_open, &c));
     for (int i = 0; i < f->nr; i++)
         assert_result(f, i, STRATA_OK, "");
     assert_int_equal(atomic_load(&f->tasks_done), 10);
     assert_int_equal(atomic_load(&f->bad_values), 0);
     assert_engine_idle(f);
     f->nr = 0;
-    assert_ok(strata_run(f->w, orch_leave_scopes_open, &c)); /* and again */
+    assert_ok(strata_worker_run(f->w, orch_leave_scopes_open, &c)); /* and again */
     assert_engine_idle(f);
     destroy(f);
 }
@@ -310,14 +310,14 @@ static void scopes_left_open_by_a_failing_function_are_closed(void **state) {
     (void)state;
     sfx *f = make();
     open_ctx c = {.f = f, .fail = 1};
-    strata_run_handle *h;
-    assert_ok(strata_submit(f->w, orch_leave_scopes_open, &c, &h));
+    strata_run *h;
+    assert_ok(strata_worker_submit(f->w, orch_leave_scopes_open, &c, &h));
     assert_status(STRATA_EINVAL, strata_run_wait(h, STRATA_WAIT_FOREVER));
     assert_non_null(strstr(strata_run_error(h), "deliberate failure"));
     assert_ok(strata_run_release(h));
     assert_engine_idle(f);
     c.fail = 0;
-    assert_ok(strata_run(f->w, orch_leave_scopes_open, &c)); /* the worker is fine */
+    assert_ok(strata_worker_run(f->w, orch_leave_scopes_open, &c)); /* the worker is fine */
     assert_engine_idle(f);
     destroy(f);
 }
@@ -337,7 +337,7 @@ static int orch_alloc_loop(strata_orch *o, void *arg) {
     sfx *f = c->f;
     for (int i = 0; i < LOOP_ITERATIONS; i++) {
         if (c->use_begin)
-            STRATA_TRY(strata_scope_begin(o));
+            STRATA_TRY(strata_orch_scope_begin(o));
         strata_tensor t;
         int64_t n = LOOP_ELEMS;
         int rc = strata_orch_alloc(o, 1, &n, STRATA_I32, &t);
@@ -348,7 +348,7 @@ static int orch_alloc_loop(strata_orch *o, void *arg) {
         STRATA_TRY(submit1(o, f->fill, &t, STRATA_OUT, (uint64_t)i));
         STRATA_TRY(submit1(o, f->check, &t, STRATA_IN, (uint64_t)i));
         if (c->use_end)
-            STRATA_TRY(strata_scope_end(o));
+            STRATA_TRY(strata_orch_scope_end(o));
         f->iterations = i + 1;
     }
     return STRATA_OK;
@@ -368,9 +368,9 @@ static void scope_end_reclaims_inner_memory_so_a_small_ring_suffices(void **stat
     cfg.capacity_timeout_ns = 10 * SEC; /* waiting for reclamation is expected here */
     sfx *f = make_cfg(&cfg, 0);
     loop_ctx c = {.f = f, .use_begin = 1, .use_end = 1};
-    int rc = strata_run(f->w, orch_alloc_loop, &c);
+    int rc = strata_worker_run(f->w, orch_alloc_loop, &c);
     if (rc != STRATA_OK)
-        fail_msg("run failed after %d iterations: %s", f->iterations, strata_last_error());
+        fail_msg("run failed after %d iterations: %s", f->iterations, strata_error_message());
     assert_int_equal(f->iterations, LOOP_ITERATIONS);
     assert_int_equal(atomic_load(&f->tasks_done), 2 * LOOP_ITERATIONS);
     assert_int_equal(atomic_load(&f->bad_values), 0);
@@ -381,8 +381,8 @@ static void scope_end_reclaims_inner_memory_so_a_small_ring_suffices(void **stat
 /* The run's result and the recorded allocation failure both name the setting. */
 static void assert_heap_exhausted(sfx *f, int run_rc) {
     assert_int_equal(run_rc, STRATA_ECAPACITY);
-    if (!strcasestr(strata_last_error(), "heap_ring_bytes"))
-        fail_msg("run error '%s' does not name heap_ring_bytes", strata_last_error());
+    if (!strcasestr(strata_error_message(), "heap_ring_bytes"))
+        fail_msg("run error '%s' does not name heap_ring_bytes", strata_error_message());
     assert_int_equal(f->nr, 1);
     assert_result(f, 0, STRATA_ECAPACITY, "heap_ring_bytes");
     assert_engine_idle(f);
@@ -393,7 +393,7 @@ static void without_scope_end_the_ring_is_exhausted(void **state) {
     strata_worker_config cfg = small_heap_config();
     sfx *f = make_cfg(&cfg, 0);
     loop_ctx c = {.f = f, .use_begin = 1, .use_end = 0};
-    assert_heap_exhausted(f, strata_run(f->w, orch_alloc_loop, &c));
+    assert_heap_exhausted(f, strata_worker_run(f->w, orch_alloc_loop, &c));
     /* depth 2 -> ring 1, depth 3 -> ring 2, depth >= 4 -> ring 3 (4 x 16 KiB fit) */
     assert_int_equal(f->iterations, 6);
     assert_int_equal(atomic_load(&f->bad_values), 0);
@@ -405,7 +405,7 @@ static void without_any_scope_the_outer_scope_holds_everything(void **state) {
     strata_worker_config cfg = small_heap_config();
     sfx *f = make_cfg(&cfg, 0);
     loop_ctx c = {.f = f, .use_begin = 0, .use_end = 0};
-    assert_heap_exhausted(f, strata_run(f->w, orch_alloc_loop, &c));
+    assert_heap_exhausted(f, strata_worker_run(f->w, orch_alloc_loop, &c));
     assert_int_equal(f->iterations, 4); /* ring 0 holds 4 x 16 KiB */
     destroy(f);
 }
@@ -415,7 +415,7 @@ static void heap_exhausted_message_states_the_current_size(void **state) {
     strata_worker_config cfg = small_heap_config();
     sfx *f = make_cfg(&cfg, 0);
     loop_ctx c = {.f = f, .use_begin = 0, .use_end = 0};
-    assert_status(STRATA_ECAPACITY, strata_run(f->w, orch_alloc_loop, &c));
+    assert_status(STRATA_ECAPACITY, strata_worker_run(f->w, orch_alloc_loop, &c));
     const char *m = f->r[0].msg;
     /* "what to change": the message should say what heap_ring_bytes is now (64 KiB) */
     if (!strstr(m, "65536") && !strcasestr(m, "64 KiB") && !strcasestr(m, "64KiB"))
@@ -430,7 +430,7 @@ static int orch_alloc_per_depth(strata_orch *o, void *arg) {
     sfx *f = arg;
     for (int d = 0; d < 5; d++) { /* depths 1..5 */
         if (d > 0)
-            RECORD(f, strata_scope_begin(o));
+            RECORD(f, strata_orch_scope_begin(o));
         strata_tensor t;
         int64_t n = 256 * (d + 1); /* different sizes: aliasing would show */
         RECORD(f, strata_orch_alloc(o, 1, &n, STRATA_I32, &t));
@@ -464,7 +464,7 @@ static void allocations_come_from_the_ring_of_their_scope_depth(void **state) {
     default_config(&cfg);
     cfg.heap_ring_bytes = 64 * KIB;
     sfx *f = make_cfg(&cfg, 0);
-    assert_ok(strata_run(f->w, orch_alloc_per_depth, f));
+    assert_ok(strata_worker_run(f->w, orch_alloc_per_depth, f));
     for (int i = 0; i < f->nr; i++)
         assert_result(f, i, STRATA_OK, "");
     const int expected[6] = {0, 1, 2, 3, 3, 3};
@@ -511,7 +511,7 @@ static void disabled_heap_fails_runtime_allocations_naming_the_setting(void **st
     default_config(&cfg);
     cfg.heap_ring_bytes = 0;
     sfx *f = make_cfg(&cfg, 0);
-    int rc = strata_run(f->w, orch_heap_disabled, f);
+    int rc = strata_worker_run(f->w, orch_heap_disabled, f);
     assert_result(f, 0, STRATA_ECAPACITY, "heap_ring_bytes");
     assert_result(f, 1, STRATA_OK, "");
     assert_result(f, 2, STRATA_OK, "");
@@ -528,12 +528,12 @@ static void disabled_heap_fails_runtime_allocations_naming_the_setting(void **st
 
 static int orch_scope_end_with_running_task(strata_orch *o, void *arg) {
     sfx *f = arg;
-    RECORD(f, strata_scope_begin(o));
+    RECORD(f, strata_orch_scope_begin(o));
     strata_tensor t;
     int64_t n = 16;
     RECORD(f, strata_orch_alloc(o, 1, &n, STRATA_I32, &t));
     RECORD(f, submit1(o, f->gate_wait, &t, STRATA_IN, 0));
-    RECORD(f, strata_scope_end(o));
+    RECORD(f, strata_orch_scope_end(o));
     /* the gated task cannot have finished: scope_end did not wait for it */
     RECORD(f, atomic_load(&f->tasks_done) == 0 ? STRATA_OK : STRATA_ESTATE);
     return STRATA_OK;
@@ -542,8 +542,8 @@ static int orch_scope_end_with_running_task(strata_orch *o, void *arg) {
 static void scope_end_does_not_wait_for_its_tasks(void **state) {
     (void)state;
     sfx *f = make();
-    strata_run_handle *h;
-    assert_ok(strata_submit(f->w, orch_scope_end_with_running_task, f, &h));
+    strata_run *h;
+    assert_ok(strata_worker_submit(f->w, orch_scope_end_with_running_task, f, &h));
     atomic_store(&f->gate, 1);
     assert_ok(strata_run_wait(h, STRATA_WAIT_FOREVER));
     assert_ok(strata_run_release(h));
@@ -574,7 +574,7 @@ static int orch_next_level_chain(strata_orch *o, void *arg) {
         strata_args_add_scalar(&a, (uint64_t)i);
         strata_args_add_tensor(&a, &t, STRATA_INOUT);
         st_clear_error();
-        int rc = strata_submit_next_level(o, f->nl, &a, NULL, f->ep_id);
+        int rc = strata_orch_submit_next_level(o, f->nl, &a, NULL, f->ep_id);
         record(f, rc);
         if (rc != STRATA_OK)
             return rc;
@@ -591,9 +591,9 @@ static void full_task_window_times_out_naming_task_window(void **state) {
     cfg.capacity_timeout_ns = 200 * MS;
     sfx *f = make_cfg(&cfg, 1);
     chain_ctx c = {.f = f, .ntasks = 8};
-    strata_run_handle *h;
+    strata_run *h;
     /* The first task is held by the endpoint; the next three wait on it. */
-    assert_ok(strata_submit(f->w, orch_next_level_chain, &c, &h));
+    assert_ok(strata_worker_submit(f->w, orch_next_level_chain, &c, &h));
     assert_int_equal(f->iterations, 4);
     for (int i = 0; i < 4; i++)
         assert_result(f, i, STRATA_OK, "");
@@ -632,7 +632,7 @@ static void full_task_window_waits_for_a_slot_to_free(void **state) {
     pthread_t t;
     assert_int_equal(pthread_create(&t, NULL, finish_held_tasks, &fin), 0);
     chain_ctx c = {.f = f, .ntasks = 20};
-    int rc = strata_run(f->w, orch_next_level_chain, &c);
+    int rc = strata_worker_run(f->w, orch_next_level_chain, &c);
     pthread_join(t, NULL);
     assert_ok(rc);
     assert_int_equal(fin.finished, 20);
@@ -662,14 +662,14 @@ static int orch_use_after_scope(strata_orch *o, void *arg) {
     stale_ctx *c = arg;
     strata_tensor t;
     int64_t n = 4;
-    STRATA_TRY(strata_scope_begin(o));
+    STRATA_TRY(strata_orch_scope_begin(o));
     STRATA_TRY(strata_orch_alloc(o, 1, &n, STRATA_I32, &t));
-    STRATA_TRY(strata_scope_end(o)); /* nothing uses it: reclaimed now */
+    STRATA_TRY(strata_orch_scope_end(o)); /* nothing uses it: reclaimed now */
     strata_task_args a;
     strata_args_init(&a);
     strata_args_add_tensor(&a, &t, STRATA_INOUT);
-    c->rc_after = strata_submit_sub(o, c->touch, &a);
-    snprintf(c->msg, sizeof c->msg, "%s", strata_last_error());
+    c->rc_after = strata_orch_submit_sub(o, c->touch, &a);
+    snprintf(c->msg, sizeof c->msg, "%s", strata_error_message());
     return STRATA_OK;
 }
 
@@ -681,9 +681,9 @@ static void runtime_memory_used_after_its_scope_is_stale(void **state) {
     strata_worker *w;
     assert_ok(strata_worker_create(&cfg, &w));
     stale_ctx c = {0};
-    assert_ok(strata_register_sub(w, "touch", touch_fn, NULL, &c.touch));
+    assert_ok(strata_worker_register_sub(w, "touch", touch_fn, NULL, &c.touch));
     assert_ok(strata_worker_init(w));
-    assert_ok(strata_run(w, orch_use_after_scope, &c)); /* the run itself is untouched */
+    assert_ok(strata_worker_run(w, orch_use_after_scope, &c)); /* the run itself is untouched */
     assert_int_equal(c.rc_after, STRATA_ESTALE);
     assert_non_null(strstr(c.msg, "reclaimed"));
     strata_worker_destroy(w);
