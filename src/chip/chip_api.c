@@ -22,6 +22,7 @@
 #include "chip/run_lane.h"
 #include "util/clock.h"
 #include "util/error.h"
+#include "util/view.h"
 
 #define ST_CHIP_MAX_PROGRAMS 64
 #define ST_CHIP_MAX_CORES 64
@@ -339,40 +340,9 @@ int strata_chip_tensor(void *dev, uint64_t nbytes, strata_dtype dtype, int rank,
                        const int64_t *shape, strata_tensor *out) {
     if (!dev || !shape || !out)
         return st_fail(STRATA_EINVAL, "strata_chip_tensor: NULL device address, shape or output");
-    size_t esize = strata_dtype_size(dtype);
-    if (esize == 0)
-        return st_fail(STRATA_EINVAL, "strata_chip_tensor: unknown dtype %d", (int)dtype);
-    if (rank < 1 || rank > STRATA_MAX_RANK)
-        return st_fail(STRATA_EINVAL, "strata_chip_tensor: rank %d (use 1..%d)", rank,
-                       STRATA_MAX_RANK);
-    uint64_t numel = 1;
-    for (int i = 0; i < rank; i++) {
-        if (shape[i] <= 0 || (uint64_t)shape[i] > UINT64_MAX / esize / numel)
-            return st_fail(STRATA_EINVAL,
-                           "strata_chip_tensor: dimension %d is %" PRId64
-                           " (must be > 0 and the tensor must fit in 64 bits)",
-                           i, shape[i]);
-        numel *= (uint64_t)shape[i];
-    }
-    if (numel * esize > nbytes)
-        return st_fail(STRATA_EINVAL,
-                       "strata_chip_tensor: %" PRIu64 " elements of %zu bytes exceed the %" PRIu64
-                       "-byte allocation",
-                       numel, esize, nbytes);
-    memset(out, 0, sizeof *out);
-    out->base = dev;
-    out->buffer_bytes = nbytes;
-    out->ident.owner = -1; /* an L2 tensor belongs to no L3 worker */
-    out->dtype = (uint8_t)dtype;
-    out->rank = (uint8_t)rank;
-    out->mem = STRATA_MEM_DEVICE;
-    int64_t stride = 1;
-    for (int i = rank - 1; i >= 0; i--) {
-        out->shape[i] = shape[i];
-        out->strides[i] = stride;
-        stride *= shape[i];
-    }
-    return STRATA_OK;
+    /* An L2 tensor belongs to no L3 worker: identity 0, owner -1. */
+    st_view_memory m = {dev, nbytes, {0, 0, -1}, STRATA_MEM_DEVICE};
+    return st_view_build(&m, 0, dtype, rank, shape, NULL, "strata_chip_tensor", out);
 }
 
 /* ---- Runs ---------------------------------------------------------------------------- */

@@ -11,6 +11,7 @@
 #include "core/buffer.h"
 #include "core/engine.h"
 #include "util/error.h"
+#include "util/view.h"
 
 struct strata_buffer {
     strata_worker *w;
@@ -24,24 +25,6 @@ struct strata_buffer {
 void st_buffer_mark_device(strata_buffer *b, int owner) {
     b->mem = STRATA_MEM_DEVICE;
     b->ident.owner = owner;
-}
-
-static const size_t dtype_sizes[STRATA_DTYPE_COUNT] = {
-    [STRATA_U8] = 1,  [STRATA_I8] = 1,   [STRATA_I16] = 2, [STRATA_I32] = 4, [STRATA_I64] = 8,
-    [STRATA_F16] = 2, [STRATA_BF16] = 2, [STRATA_F32] = 4, [STRATA_F64] = 8,
-};
-
-size_t strata_dtype_size(strata_dtype dtype) {
-    return (unsigned)dtype < STRATA_DTYPE_COUNT ? dtype_sizes[dtype] : 0;
-}
-
-int64_t strata_tensor_numel(const strata_tensor *t) {
-    if (!t || t->rank < 1 || t->rank > STRATA_MAX_RANK)
-        return 0;
-    int64_t n = 1;
-    for (int k = 0; k < t->rank; k++)
-        n *= t->shape[k];
-    return n;
 }
 
 static int new_buffer(strata_worker *w, void *data, size_t nbytes, size_t mapped,
@@ -127,43 +110,8 @@ int strata_tensor_view(const strata_buffer *b, uint64_t offset, strata_dtype dty
     const char *what = "strata_tensor_view";
     if (!b || !shape || !out)
         return st_fail(STRATA_EINVAL, "%s: buffer, shape and out must not be NULL", what);
-    if (rank < 1 || rank > STRATA_MAX_RANK)
-        return st_fail(STRATA_EINVAL, "%s: rank %d outside 1..%d", what, rank, STRATA_MAX_RANK);
-    size_t elem = strata_dtype_size(dtype);
-    if (elem == 0)
-        return st_fail(STRATA_EINVAL, "%s: unknown dtype %d", what, (int)dtype);
-    strata_tensor t;
-    memset(&t, 0, sizeof t);
-    t.rank = (uint8_t)rank;
-    t.dtype = (uint8_t)dtype;
-    int64_t stride = 1;
-    for (int k = rank - 1; k >= 0; k--) {
-        if (shape[k] < 1)
-            return st_fail(STRATA_EINVAL, "%s: dimension %d is %lld (must be >= 1)", what, k,
-                           (long long)shape[k]);
-        t.shape[k] = shape[k];
-        t.strides[k] = strides ? strides[k] : stride;
-        if (t.strides[k] < 1)
-            return st_fail(STRATA_EINVAL, "%s: stride %d is %lld (strides must be positive)", what,
-                           k, (long long)t.strides[k]);
-        stride *= shape[k];
-    }
-    /* Last element's end must stay inside the buffer (overflow-safe). */
-    unsigned __int128 last = 0;
-    for (int k = 0; k < rank; k++)
-        last += (unsigned __int128)(t.shape[k] - 1) * (unsigned __int128)t.strides[k];
-    unsigned __int128 end = (unsigned __int128)offset + (last + 1) * elem;
-    if (end > b->nbytes)
-        return st_fail(STRATA_EINVAL, "%s: the view ends at byte %llu but the buffer has %zu bytes",
-                       what, (unsigned long long)(end > UINT64_MAX ? UINT64_MAX : (uint64_t)end),
-                       b->nbytes);
-    t.base = b->data;
-    t.buffer_bytes = b->nbytes;
-    t.offset = offset;
-    t.ident = b->ident;
-    t.mem = b->mem;
-    *out = t;
-    return STRATA_OK;
+    st_view_memory m = {b->data, b->nbytes, b->ident, b->mem};
+    return st_view_build(&m, offset, dtype, rank, shape, strides, what, out);
 }
 
 int strata_tensor_contiguous(const strata_buffer *b, strata_dtype dtype, int rank,

@@ -48,6 +48,8 @@ typedef enum st_hook_point {
     ST_HOOK_AFTER_WIRING,              /* a task's edges are wired; not yet published */
     ST_HOOK_SUB_BEFORE_CLAIM,          /* a sub worker thread found a task in its mailbox
                                           and has not claimed it (no lock held; ref 0) */
+    ST_HOOK_CAPACITY_WAIT,             /* a submit or alloc is about to drop the lock to
+                                          wait for a slot or heap space (ref 0) */
     ST_HOOK_COUNT
 } st_hook_point;
 

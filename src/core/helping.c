@@ -29,6 +29,7 @@
 #include "core/engine.h"
 #include "core/helping.h"
 #include "exec/thread_endpoint.h"
+#include "util/thread_role.h"
 #include "util/clock.h"
 #include "util/futex.h"
 
@@ -66,7 +67,9 @@ static int help_once(strata_worker *w, uint64_t run_id) {
         if (!ep->ops->lend)
             continue;
         tls_helping = 1;
+        const void *prev = st_thread_serve(w); /* a lent task body must not wait on w */
         int ran = ep->ops->lend(ep, run_id);
+        st_thread_serve(prev);
         tls_helping = 0;
         if (ran)
             return 1;

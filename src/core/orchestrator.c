@@ -8,6 +8,7 @@
  * submit fails part-way.
  */
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,7 +16,9 @@
 #include "core/footprint.h"
 #include "util/assert.h"
 #include "util/clock.h"
+#include "util/checked.h"
 #include "util/error.h"
+#include "util/view.h"
 
 /* ---- validation (no lock) ------------------------------------------------ */
 
@@ -67,13 +70,43 @@ static int check_view_shape(const strata_tensor *t, int with_strides, const char
     return STRATA_OK;
 }
 
+/* "[d0 x d1 x ...] F64" for messages. */
+static void describe_shape(const strata_tensor *t, char *buf, size_t n) {
+    size_t used = 0;
+    for (int k = 0; k < t->rank && used < n; k++)
+        used += (size_t)snprintf(buf + used, n - used, "%s%lld", k ? " x " : "[",
+                                 (long long)t->shape[k]);
+    if (used < n)
+        snprintf(buf + used, n - used, "] of %zu-byte elements",
+                 strata_dtype_size((strata_dtype)t->dtype));
+}
+
+/* An OUT tensor given without memory gets numel * elem bytes of runtime
+ * memory and row-major strides: both must fit in 64 bits. */
+static int check_runtime_size(const strata_tensor *t, const char *what, int member, uint32_t i) {
+    int64_t numel;
+    uint64_t bytes;
+    if (st_shape_numel(t->rank, t->shape, &numel) &&
+        st_shape_bytes(t->rank, t->shape, strata_dtype_size((strata_dtype)t->dtype), &bytes) &&
+        st_round_up_u64(bytes, ST_HEAP_ALIGN, &bytes))
+        return STRATA_OK;
+    char shape[160];
+    describe_shape(t, shape, sizeof shape);
+    return st_fail(STRATA_EINVAL,
+                   "%s: member %d tensor %u: OUT tensor without memory of shape %s needs 2^64 "
+                   "bytes or more of runtime memory",
+                   what, member, i, shape);
+}
+
 static int check_tensor(const strata_tensor *t, uint8_t tag, int next_target, const char *what,
                         int member, uint32_t i) {
     if (tag > STRATA_NO_DEP)
         return st_fail(STRATA_EINVAL, "%s: member %d tensor %u: unknown tag %u", what, member, i,
                        tag);
-    if (needs_memory(t, tag))
-        return check_view_shape(t, 0, what, member, i); /* the runtime provides memory */
+    if (needs_memory(t, tag)) { /* the runtime provides memory */
+        STRATA_TRY(check_view_shape(t, 0, what, member, i));
+        return check_runtime_size(t, what, member, i);
+    }
     STRATA_TRY(check_view_shape(t, 1, what, member, i));
     if (!t->base || t->ident.id == 0)
         return st_fail(STRATA_EINVAL,
@@ -81,16 +114,17 @@ static int check_tensor(const strata_tensor *t, uint8_t tag, int next_target, co
                        "given without memory)",
                        what, member, i);
     uint64_t elem = strata_dtype_size((strata_dtype)t->dtype);
-    unsigned __int128 last = 0; /* 128 bits: a hand-made view must not wrap around */
-    for (int k = 0; k < t->rank; k++)
-        last += (unsigned __int128)(t->shape[k] - 1) * (unsigned __int128)t->strides[k];
-    unsigned __int128 end = (unsigned __int128)t->offset + (last + 1) * elem;
+    uint64_t end;
+    if (!st_view_end(t->offset, t->rank, t->shape, t->strides, elem, &end))
+        return st_fail(STRATA_EINVAL,
+                       "%s: member %d tensor %u: the view's extent does not fit in 64 bits "
+                       "(outside its buffer of %llu bytes)",
+                       what, member, i, (unsigned long long)t->buffer_bytes);
     if (end > t->buffer_bytes)
         return st_fail(STRATA_EINVAL,
                        "%s: member %d tensor %u: view ends at byte %llu, outside its buffer of "
                        "%llu bytes",
-                       what, member, i,
-                       (unsigned long long)(end > UINT64_MAX ? UINT64_MAX : (uint64_t)end),
+                       what, member, i, (unsigned long long)end,
                        (unsigned long long)t->buffer_bytes);
     if (t->mem == STRATA_MEM_DEVICE) {
         if (next_target < 0)
@@ -215,6 +249,7 @@ static st_slot *take_slot(strata_worker *w, uint64_t *deadline_io, const char *w
         uint64_t deadline = capacity_deadline(w, deadline_io);
         /* Woken in batches (see consume()); re-check every millisecond anyway. */
         uint32_t seen = atomic_load(&w->space_ev.value);
+        st_hook(w, ST_HOOK_CAPACITY_WAIT, 0);
         w->slot_waiters++;
         uint64_t slice = st_deadline_after(1000000);
         st_engine_wait(w, &w->space_ev, seen, slice < deadline ? slice : deadline);
@@ -247,6 +282,7 @@ static int take_heap(strata_worker *w, int ring, uint64_t bytes, uint64_t *deadl
             return rc;
         uint64_t deadline = capacity_deadline(w, deadline_io);
         uint32_t seen = atomic_load(&w->space_ev.value);
+        st_hook(w, ST_HOOK_CAPACITY_WAIT, 0);
         w->heap_waiters++;
         int wrc = st_engine_wait(w, &w->space_ev, seen, deadline);
         w->heap_waiters--;
@@ -328,18 +364,30 @@ static int hold_in_scope(strata_orch *o, st_slot *s) {
 
 /* Runtime memory for OUT tensors given without memory: one heap allocation
  * per task, carved into 1 KiB-aligned pieces. */
-static uint64_t out_piece_bytes(const strata_tensor *t) {
-    uint64_t bytes = (uint64_t)strata_tensor_numel(t) * strata_dtype_size((strata_dtype)t->dtype);
-    return (bytes + ST_HEAP_ALIGN - 1) / ST_HEAP_ALIGN * ST_HEAP_ALIGN;
+static uint64_t out_bytes(const strata_tensor *t) {
+    return (uint64_t)strata_tensor_numel(t) * strata_dtype_size((strata_dtype)t->dtype);
 }
 
-static uint64_t out_memory_bytes(const strata_task_args *args, int n) {
+/* A piece's size was checked to fit in 64 bits, rounding included
+ * (check_runtime_size). */
+static uint64_t out_piece_bytes(const strata_tensor *t) {
+    return (out_bytes(t) + ST_HEAP_ALIGN - 1) / ST_HEAP_ALIGN * ST_HEAP_ALIGN;
+}
+
+/* Runtime memory of one task: the sum of its pieces, which may not fit. */
+static int out_memory_bytes(const strata_task_args *args, int n, uint64_t *total_out,
+                            const char *what) {
     uint64_t total = 0;
     for (int m = 0; m < n; m++)
         for (uint32_t i = 0; i < args[m].ntensors; i++)
-            if (needs_memory(&args[m].tensors[i], args[m].tags[i]))
-                total += out_piece_bytes(&args[m].tensors[i]);
-    return total;
+            if (needs_memory(&args[m].tensors[i], args[m].tags[i]) &&
+                !st_add_u64(total, out_piece_bytes(&args[m].tensors[i]), &total))
+                return st_fail(STRATA_EINVAL,
+                               "%s: the OUT tensors without memory need 2^64 bytes or more of "
+                               "runtime memory together (member %d tensor %u passes the limit)",
+                               what, m, i);
+    *total_out = total;
+    return STRATA_OK;
 }
 
 /* Point every memory-less OUT tensor of s into `base`, and write the new views
@@ -353,18 +401,14 @@ static void carve_out_memory(strata_worker *w, st_slot *s, strata_task_args *use
             if (!needs_memory(t, s->args[m].tags[i]))
                 continue;
             uint64_t piece = out_piece_bytes(t);
-            t->base = base + off;
-            t->buffer_bytes = (uint64_t)strata_tensor_numel(t) * strata_dtype_size(t->dtype);
-            t->offset = 0;
-            t->ident.id = atomic_fetch_add(&w->next_buffer_id, 1);
-            t->ident.generation = 1;
-            t->ident.owner = -1;
-            t->mem = STRATA_MEM_HOST;
-            int64_t stride = 1;
-            for (int k = t->rank - 1; k >= 0; k--) {
-                t->strides[k] = stride;
-                stride *= t->shape[k];
-            }
+            st_view_memory mem = {base + off,
+                                  out_bytes(t),
+                                  {atomic_fetch_add(&w->next_buffer_id, 1), 1, -1},
+                                  STRATA_MEM_HOST};
+            int rc = st_view_build(&mem, 0, (strata_dtype)t->dtype, t->rank, t->shape, NULL,
+                                   "runtime memory", t);
+            ST_ASSERT(rc == STRATA_OK, "a checked runtime view failed to build");
+            (void)rc;
             t->holder_ = st_ref_of(s);
             user_args[m].tensors[i] = *t;
             off += piece;
@@ -533,6 +577,47 @@ static int fail_fast(st_run *r, const char *what) {
     return st_fail(r->error_status, "%s: %s", what, r->error_msg ? r->error_msg : "run failed");
 }
 
+/* What a submit checks under the lock before it takes anything. A capacity
+ * wait drops the lock, and meanwhile the run may fail (its poisoned tasks are
+ * then consumed and recycled: wiring would find no producer and add no edge,
+ * so a task would run beside an earlier writer) and runtime memory the
+ * arguments name may be reclaimed. So after any wait the checks are made
+ * again, before the slot is built. */
+static int admission_checks(strata_worker *w, st_run *r, const strata_task_args *args, int n,
+                            const char *what) {
+    STRATA_TRY(fail_fast(r, what));
+    return args ? check_runtime_memory(w, r, args, n, what) : STRATA_OK;
+}
+
+/* Slot and heap space for one submit (lock held; waits drop it). On success
+ * the run is still as admission_checks found it. */
+static st_slot *take_capacity(strata_orch *o, const strata_task_args *args, int n,
+                              uint64_t heap_bytes, void **heap, uint64_t *ticket, int *rc_out,
+                              const char *what) {
+    strata_worker *w = o->w;
+    uint64_t deadline = 0; /* set by the first capacity wait, if any */
+    *heap = NULL;
+    int rc = admission_checks(w, o->run, args, n, what);
+    if (rc == STRATA_OK && heap_bytes)
+        rc = take_heap(w, heap_ring_of(o), heap_bytes, &deadline, heap, ticket, what);
+    st_slot *s = rc ? NULL : take_slot(w, &deadline, what);
+    if (!s && rc == STRATA_OK)
+        rc = STRATA_ECAPACITY;
+    if (s && deadline != 0) { /* the lock was dropped at least once */
+        rc = admission_checks(w, o->run, args, n, what);
+        if (rc != STRATA_OK) {
+            st_slots_give_back(&w->slots, s);
+            s = NULL;
+        }
+    }
+    if (!s && *heap) {
+        st_heap_release(&w->heap, *ticket);
+        *heap = NULL;
+    }
+    *rc_out = rc;
+    return s;
+}
+
 static int submit_common(strata_orch *o, st_slot_kind kind, strata_callable fn,
                          strata_task_args *args, int n, const int *targets,
                          const strata_call_config *cfg, const char *what) {
@@ -556,24 +641,18 @@ static int submit_common(strata_orch *o, st_slot_kind kind, strata_callable fn,
                        "defined)",
                        what, cfg->flags & ~STRATA_CALL_DIAGNOSTICS);
 
-    uint64_t deadline = 0; /* computed by the first capacity wait, if any */
-    uint64_t heap_bytes = out_memory_bytes(args, n);
+    uint64_t heap_bytes = 0;
+    STRATA_TRY(out_memory_bytes(args, n, &heap_bytes, what));
     void *heap = NULL;
     uint64_t ticket = 0;
+    int rc;
     st_engine_lock(w);
     st_run *r = o->run;
     /* Capacity first (memory, then a slot): failing here leaves the run untouched. */
-    int rc = fail_fast(r, what);
-    if (rc == STRATA_OK)
-        rc = check_runtime_memory(w, r, args, n, what);
-    if (rc == STRATA_OK && heap_bytes)
-        rc = take_heap(w, heap_ring_of(o), heap_bytes, &deadline, &heap, &ticket, what);
-    st_slot *s = rc ? NULL : take_slot(w, &deadline, what);
+    st_slot *s = take_capacity(o, args, n, heap_bytes, &heap, &ticket, &rc, what);
     if (!s) {
-        if (heap)
-            st_heap_release(&w->heap, ticket);
         st_engine_unlock(w);
-        return rc ? rc : STRATA_ECAPACITY;
+        return rc;
     }
     init_slot(o, s, kind, fn, n);
     if (cfg)
@@ -671,38 +750,28 @@ int strata_orch_alloc(strata_orch *o, int rank, const int64_t *shape, strata_dty
     strata_tensor t = {0};
     t.rank = (uint8_t)rank;
     t.dtype = (uint8_t)dtype;
-    uint64_t numel = 1;
     for (int k = 0; k < rank; k++) {
         if (shape[k] < 1)
             return st_fail(STRATA_EINVAL, "%s: dimension %d is %lld (must be >= 1)", what, k,
                            (long long)shape[k]);
         t.shape[k] = shape[k];
-        numel *= (uint64_t)shape[k];
     }
-    int64_t stride = 1;
-    for (int k = rank - 1; k >= 0; k--) {
-        t.strides[k] = stride;
-        stride *= t.shape[k];
+    int64_t numel;
+    uint64_t bytes;
+    if (!st_shape_numel(rank, shape, &numel) ||
+        !st_shape_bytes(rank, shape, strata_dtype_size(dtype), &bytes)) {
+        char desc[160];
+        describe_shape(&t, desc, sizeof desc);
+        return st_fail(STRATA_EINVAL, "%s: shape %s needs 2^64 bytes or more", what, desc);
     }
-    uint64_t bytes = numel * strata_dtype_size(dtype);
 
     strata_worker *w = o->w;
-    uint64_t deadline = 0; /* computed by the first capacity wait, if any */
-    st_engine_lock(w);
-    int rc = fail_fast(o->run, what);
     void *base = NULL;
     uint64_t ticket = 0;
-    if (rc == STRATA_OK)
-        rc = take_heap(w, heap_ring_of(o), bytes, &deadline, &base, &ticket, what);
-    st_slot *s = NULL;
-    if (rc == STRATA_OK) {
-        s = take_slot(w, &deadline, what);
-        if (!s) {
-            st_heap_release(&w->heap, ticket);
-            rc = STRATA_ECAPACITY;
-        }
-    }
-    if (rc != STRATA_OK) {
+    int rc;
+    st_engine_lock(w);
+    st_slot *s = take_capacity(o, NULL, 0, bytes, &base, &ticket, &rc, what);
+    if (!s) {
         st_engine_unlock(w);
         return rc;
     }
@@ -712,12 +781,10 @@ int strata_orch_alloc(strata_orch *o, int rank, const int64_t *shape, strata_dty
     s->args->nscalars = 0;
     s->has_heap = 1;
     s->heap_ticket = ticket;
-    t.base = base;
-    t.buffer_bytes = bytes;
-    t.ident.id = atomic_fetch_add(&w->next_buffer_id, 1);
-    t.ident.generation = 1;
-    t.ident.owner = -1;
-    t.mem = STRATA_MEM_HOST;
+    st_view_memory mem = {
+        base, bytes, {atomic_fetch_add(&w->next_buffer_id, 1), 1, -1}, STRATA_MEM_HOST};
+    rc = st_view_build(&mem, 0, dtype, rank, shape, NULL, what, &t);
+    ST_ASSERT(rc == STRATA_OK, "a checked runtime view failed to build");
     t.holder_ = st_ref_of(s);
     rc = hold_in_scope(o, s);
     st_footprint fp;

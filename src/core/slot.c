@@ -36,6 +36,7 @@ const st_transition_rule st_transitions[ST_TRANSITION_COUNT] = {
     [ST_T_FAIL] = {BIT(ST_RUNNING), ST_FAILED, "fail"},
     [ST_T_CONSUME] = {BIT(ST_COMPLETED) | BIT(ST_FAILED), ST_CONSUMED, "consume"},
     [ST_T_RECYCLE] = {BIT(ST_CONSUMED), ST_FREE, "recycle"},
+    [ST_T_UNCLAIM] = {BIT(ST_BUILDING), ST_FREE, "unclaim"},
 };
 
 void st_slot_transition_illegal(const st_slot *s, st_transition t) {
@@ -162,5 +163,10 @@ void st_slots_recycle(st_slot_store *st, st_slot *s) {
         s->gen = 1;
     st_reflist_free(&s->consumers);
     st_reflist_free(&s->producers);
+    st->free_stack[st->nfree++] = s->index;
+}
+
+void st_slots_give_back(st_slot_store *st, st_slot *s) {
+    st_slot_transition(s, ST_T_UNCLAIM);
     st->free_stack[st->nfree++] = s->index;
 }

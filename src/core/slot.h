@@ -41,6 +41,7 @@ typedef enum st_transition {
     ST_T_FAIL,          /* RUNNING -> FAILED */
     ST_T_CONSUME,       /* COMPLETED|FAILED -> CONSUMED: last reference released */
     ST_T_RECYCLE,       /* CONSUMED -> FREE: generation advances */
+    ST_T_UNCLAIM,       /* BUILDING -> FREE: a submit gives back a slot it never built */
     ST_TRANSITION_COUNT
 } st_transition;
 
@@ -135,6 +136,10 @@ st_slot *st_slots_take(st_slot_store *st);
 
 /* Return a CONSUMED slot to the free list (CONSUMED -> FREE, generation++). */
 void st_slots_recycle(st_slot_store *st, st_slot *s);
+
+/* Return a slot just taken and never referenced (no generation change: no
+ * reference to it was ever handed out). */
+void st_slots_give_back(st_slot_store *st, st_slot *s);
 
 /* The slot a reference names, or NULL if the reference is stale. */
 static inline st_slot *st_slots_get(st_slot_store *st, uint64_t ref) {

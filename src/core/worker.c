@@ -15,10 +15,24 @@
 #include "exec/thread_endpoint.h"
 #include "util/clock.h"
 #include "util/error.h"
+#include "util/thread_role.h"
 
 /* The worker whose orchestration function runs on this thread, if any:
  * catches strata_worker_submit / close called from inside an orchestration function. */
 static _Thread_local strata_worker *tls_orchestrating;
+
+/* A task body (or chip program) of w runs on this thread: waiting for w here
+ * would wait for the task itself (util/thread_role.h). */
+static int in_task_of(const strata_worker *w) {
+    return st_thread_served() == (const void *)w;
+}
+
+static int refuse_in_task(const char *what, const char *why) {
+    return st_fail(STRATA_ESTATE,
+                   "%s: called from a task body running on this worker (a sub function, or a "
+                   "chip program on one of its chips): %s",
+                   what, why);
+}
 
 void strata_worker_config_init(strata_worker_config *cfg) {
     if (!cfg)
@@ -250,6 +264,10 @@ int strata_worker_close(strata_worker *w) {
     if (tls_orchestrating == w)
         return st_fail(STRATA_ESTATE,
                        "strata_worker_close: called from inside an orchestration function");
+    if (in_task_of(w))
+        return refuse_in_task("strata_worker_close",
+                              "close waits for every run, this task's own included; close the "
+                              "worker from the thread that drives it");
     st_engine_lock(w);
     if (w->state == ST_WORKER_CLOSED) {
         st_engine_unlock(w);
@@ -292,7 +310,10 @@ int strata_worker_close(strata_worker *w) {
 void strata_worker_destroy(strata_worker *w) {
     if (!w)
         return;
-    strata_worker_close(w);
+    /* Freeing the worker under a running orchestration function or task body
+     * would pull the engine out from under it: refuse, and leave it intact. */
+    if (strata_worker_close(w) == STRATA_ESTATE && (tls_orchestrating == w || in_task_of(w)))
+        return;
     for (int i = 0; i < w->ncallables; i++)
         free(w->callables[i]);
     free(w->subs);
@@ -317,6 +338,11 @@ int strata_worker_submit(strata_worker *w, strata_orch_fn fn, void *arg, strata_
             STRATA_ESTATE,
             "strata_worker_submit: called from inside an orchestration function (submit "
             "tasks with strata_orch_submit_sub / strata_orch_submit_next_level instead)");
+    if (in_task_of(w))
+        return refuse_in_task("strata_worker_submit",
+                              "a new run cannot execute before the run of this task ends, so "
+                              "waiting for it would never return; submit from the thread that "
+                              "drives the worker");
     st_run *r;
     STRATA_TRY(st_run_begin(w, &r)); /* returns with the lock held */
     strata_orch *o = &w->orch;
@@ -360,6 +386,10 @@ static int run_result(const strata_run *h) {
 int strata_run_wait(strata_run *h, uint64_t timeout_ns) {
     if (!h)
         return st_fail(STRATA_EINVAL, "strata_run_wait: handle is NULL");
+    if (in_task_of(h->w) && !st_run_terminal_phase(phase_of(h)))
+        return refuse_in_task("strata_run_wait",
+                              "only the oldest run executes, so this run cannot end before "
+                              "this task does");
     uint64_t deadline = st_deadline_after(timeout_ns);
     /* Only an unbounded wait helps: a task it takes could outlast a deadline. */
     int help = timeout_ns == STRATA_WAIT_FOREVER && !tls_orchestrating && st_help_allowed_here(h);

@@ -27,6 +27,7 @@
 #include "core/engine.h"
 #include "exec/endpoint.h"
 #include "strata/chip.h"
+#include "util/thread_role.h"
 #include "util/error.h"
 
 #define CHIP_EP_TASKS 2 /* tasks one chip can hold: a running one and a staged one */
@@ -227,6 +228,7 @@ static chip_step next_step(chip_ep *ep, chip_task **out, uint32_t *slot) {
 
 static void *chip_ep_main(void *arg) {
     chip_ep *ep = arg;
+    st_thread_serve(ep->base.engine); /* chip programs here must not wait on this worker */
     for (;;) {
         chip_task *t = NULL;
         uint32_t slot = 0;

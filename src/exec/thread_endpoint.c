@@ -22,6 +22,7 @@
 
 #include "core/engine.h"
 #include "exec/thread_endpoint.h"
+#include "util/thread_role.h"
 #include "util/assert.h"
 #include "util/error.h"
 #include "util/futex.h"
@@ -80,7 +81,8 @@ static int claim_task(thread_ep *ep, uint32_t v) {
 static void *thread_ep_main(void *arg) {
     thread_ep *ep = arg;
     tls_self = &ep->base;
-    int shares_core = 0; /* the last task came from a caller on this CPU */
+    st_thread_serve(ep->base.engine); /* task bodies here must not wait on this worker */
+    int shares_core = 0;              /* the last task came from a caller on this CPU */
     for (;;) {
         /* Where this worker waits: the dispatcher prefers one not on its own CPU. */
         atomic_store_explicit(&ep->base.last_cpu, sched_getcpu(), memory_order_relaxed);
