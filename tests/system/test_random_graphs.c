@@ -6,8 +6,9 @@
  * run in submission order on private copies) and the checks tying them
  * together: final buffer contents, which tasks may (or must) have run after an
  * injected failure, the run's error, and rejection of self-overlapping tasks.
- * Must never: look inside the engine (public API only), assert timings, or
- * accept a result the model cannot explain.
+ * Must never: look inside the engine (public API only, but for one hook that
+ * counts capacity waits), assert timings, or accept a result the model
+ * cannot explain.
  *
  * Graph shape: three main buffers of 64 int32 plus one constant buffer; each
  * task has 1-4 random views (contiguous, strided rank 1, strided rank 2) with
@@ -24,7 +25,10 @@
  * error, no task conflicting (exact element overlap where either writes) with
  * an earlier task that did not succeed has started, a group runs all members
  * or none, and, unless the orchestration function cancelled the rest, every
- * task not even conservatively dependent on a failed one ran. Per batch of
+ * task not even conservatively dependent on a failed one ran; and no body of
+ * a task began before every body of an earlier conflicting task had ended
+ * (a clock ticked at each body's start and end). Small task windows and heap
+ * rings make submits wait for capacity while failures are handled. Per batch of
  * runs: the buffers equal a sequential replay of exactly the members that ran.
  */
 #include <stdbool.h>
@@ -33,6 +37,8 @@
 #include <string.h>
 
 #include "test_support.h"
+
+#include "core/engine.h"
 
 /* ---- sizes ---------------------------------------------------------------- */
 
@@ -122,6 +128,9 @@ typedef struct graph {
     strata_tensor inter_t[MAX_INTER];
     build_log log;
     uint8_t ran[MAX_TASKS][2]; /* 0 = never ran, 1 = ran and succeeded, 2 = ran and failed */
+    /* ticks of the worker's body clock when each member's body began and
+     * ended: a task conflicting with an earlier one must begin after it ended */
+    uint64_t began[MAX_TASKS][2], ended[MAX_TASKS][2];
 } graph;
 
 /* ---- the task body, shared by the engine and the model --------------------- */
@@ -178,6 +187,8 @@ static bool tag_writes(int tag) {
 typedef struct test_ctx {
     strata_worker *w;
     strata_callable body;
+    _Atomic uint64_t body_clock; /* ticks once at every body's start and end */
+    _Atomic long capacity_waits; /* submits that waited for a slot or ring space */
     strata_buffer *bufs[NMAIN + 1];
     int32_t *const_base;
     graph *slots[BATCH_MAX]; /* graphs of the runs in the current batch */
@@ -202,8 +213,10 @@ static int task_body(const strata_task_args *a, void *user) {
         return 1;
     }
     graph *g = ctx->slots[slot];
+    g->began[t][m] = atomic_fetch_add(&ctx->body_clock, 1) + 1;
     if (strata_args_scalar(a, SC_FAIL)) {
         g->ran[t][m] = 2;
+        g->ended[t][m] = atomic_fetch_add(&ctx->body_clock, 1) + 1;
         strata_task_set_error("injected failure t%u.m%u", (unsigned)t, (unsigned)m);
         return 1;
     }
@@ -229,6 +242,7 @@ static int task_body(const strata_task_args *a, void *user) {
     apply_body(args, (int)a->ntensors,
                arith_id((uint32_t)t, (uint32_t)strata_args_scalar(a, SC_SALT)), (uint32_t)m);
     g->ran[t][m] = 1;
+    g->ended[t][m] = atomic_fetch_add(&ctx->body_clock, 1) + 1;
     return 0;
 }
 
@@ -803,6 +817,25 @@ static bool error_names_a_failed_member(const graph *g, const char *err) {
         }                                                                                          \
     } while (0)
 
+/* No body of a task began before every body of an earlier conflicting task
+ * (exact element overlap where either writes) had ended. */
+static void check_order(const graph *g, const char *where) {
+    const bool *sub = g->log.submitted;
+    for (int t = 0; t < g->ntasks; t++)
+        for (int u = t + 1; u < g->ntasks; u++) {
+            if (!sub[t] || !sub[u] || !ran_any(g, t) || !ran_any(g, u) ||
+                !tasks_conflict(&g->tasks[t], &g->tasks[u], true))
+                continue;
+            for (int mt = 0; mt < g->tasks[t].nmembers; mt++)
+                for (int mu = 0; mu < g->tasks[u].nmembers; mu++)
+                    CHECK(g->ended[t][mt] < g->began[u][mu],
+                          "task %d member %d began (tick %llu) before the conflicting task %d "
+                          "member %d ended (tick %llu)",
+                          u, mu, (unsigned long long)g->began[u][mu], t, mt,
+                          (unsigned long long)g->ended[t][mt]);
+        }
+}
+
 /* Everything one finished run must satisfy, judged from what its bodies recorded. */
 static void check_run(const graph *g, int rc_wait, int status, const char *err, const char *where) {
     const build_log *log = &g->log;
@@ -827,6 +860,7 @@ static void check_run(const graph *g, int rc_wait, int status, const char *err, 
             CHECK(!sub[t] || ran_ok(g, t), "task %d did not run in a run without failures", t);
         for (int t = 0; t < n; t++)
             CHECK(sub[t] || !ran_any(g, t), "task %d ran although its submit was refused", t);
+        check_order(g, where);
         return;
     }
     bool any_failed_body = false, fail_submitted = false;
@@ -870,6 +904,7 @@ static void check_run(const graph *g, int rc_wait, int status, const char *err, 
     for (int t = 0; t < n; t++)
         if (ran_any(g, t))
             CHECK(ran_all(g, t), "group task %d ran only some of its members", t);
+    check_order(g, where);
     /* Without cancellation, every task not even possibly depending on a failed one runs. */
     if (log->stopped_rc == STRATA_OK || !g->orch_returns_error) {
         for (int u = 0; u < n; u++) {
@@ -927,7 +962,16 @@ static double test_scale(void) {
 typedef struct worker_shape {
     uint32_t sub_workers;
     uint32_t depth;
+    uint32_t task_window;     /* 0: the default */
+    uint64_t heap_ring_bytes; /* 0: 1 MiB */
 } worker_shape;
+
+/* Counts capacity waits (the one internal seam this test uses: it only
+ * proves that the small-capacity shapes really make submits wait). */
+static void count_capacity_wait(strata_worker *w, st_hook_point at, uint64_t ref, void *ctx) {
+    (void)w, (void)at, (void)ref;
+    atomic_fetch_add(&((test_ctx *)ctx)->capacity_waits, 1);
+}
 
 static void setup_worker(test_ctx *ctx, const worker_shape *ws) {
     memset(ctx, 0, sizeof *ctx);
@@ -935,9 +979,12 @@ static void setup_worker(test_ctx *ctx, const worker_shape *ws) {
     strata_worker_config_init(&cfg);
     cfg.sub_workers = ws->sub_workers;
     cfg.pipeline_depth = ws->depth;
-    cfg.heap_ring_bytes = 1u << 20;
+    cfg.heap_ring_bytes = ws->heap_ring_bytes ? ws->heap_ring_bytes : 1u << 20;
+    if (ws->task_window)
+        cfg.task_window = ws->task_window;
     assert_ok(strata_worker_create(&cfg, &ctx->w));
     assert_ok(strata_worker_register_sub(ctx->w, "random_body", task_body, ctx, &ctx->body));
+    st_worker_set_hook(ctx->w, ST_HOOK_CAPACITY_WAIT, count_capacity_wait, ctx);
     for (int b = 0; b <= NMAIN; b++) {
         assert_ok(strata_buffer_create(ctx->w, ELEMS * sizeof(int32_t), &ctx->bufs[b]));
         int32_t *p = strata_buffer_data(ctx->bufs[b]);
@@ -1058,6 +1105,10 @@ static void run_random_graphs(const worker_shape *ws, int nruns, uint64_t seed) 
                   maybe_accepted, maybe_rejected);
     assert_true(rejects > 0);
     assert_true(failed_runs > 0);
+    if (ws->task_window || ws->heap_ring_bytes) {
+        print_message("  %ld capacity waits\n", atomic_load(&ctx->capacity_waits));
+        assert_true(atomic_load(&ctx->capacity_waits) > 0);
+    }
     teardown_worker(ctx);
     free(graphs);
     free(ctx);
@@ -1073,23 +1124,34 @@ static int runs_per_shape(void) {
 
 static void test_random_graphs_one_sub_worker(void **state) {
     (void)state;
-    const worker_shape a = {1, 1}, b = {1, 2};
+    const worker_shape a = {1, 1, 0, 0}, b = {1, 2, 0, 0};
     run_random_graphs(&a, runs_per_shape(), 0x1001);
     run_random_graphs(&b, runs_per_shape(), 0x1002);
 }
 
 static void test_random_graphs_two_sub_workers(void **state) {
     (void)state;
-    const worker_shape a = {2, 1}, b = {2, 2};
+    const worker_shape a = {2, 1, 0, 0}, b = {2, 2, 0, 0};
     run_random_graphs(&a, runs_per_shape(), 0x2001);
     run_random_graphs(&b, runs_per_shape(), 0x2002);
 }
 
 static void test_random_graphs_four_sub_workers(void **state) {
     (void)state;
-    const worker_shape a = {4, 1}, b = {4, 2};
+    const worker_shape a = {4, 1, 0, 0}, b = {4, 2, 0, 0};
     run_random_graphs(&a, runs_per_shape(), 0x4001);
     run_random_graphs(&b, runs_per_shape(), 0x4002);
+}
+
+/* A task window of 16 and heap rings of 16 KiB (a graph holds at most 12
+ * intermediates, so a single run always fits): submits keep waiting for
+ * slots and ring space while earlier tasks and runs fail and are consumed. */
+static void test_random_graphs_small_capacity(void **state) {
+    (void)state;
+    const worker_shape a = {1, 2, 16, 16 << 10}, b = {2, 2, 16, 16 << 10}, c = {4, 1, 16, 16 << 10};
+    run_random_graphs(&a, runs_per_shape(), 0x5001);
+    run_random_graphs(&b, runs_per_shape(), 0x5002);
+    run_random_graphs(&c, runs_per_shape(), 0x5003);
 }
 
 int main(void) {
@@ -1097,6 +1159,7 @@ int main(void) {
         cmocka_unit_test(test_random_graphs_one_sub_worker),
         cmocka_unit_test(test_random_graphs_two_sub_workers),
         cmocka_unit_test(test_random_graphs_four_sub_workers),
+        cmocka_unit_test(test_random_graphs_small_capacity),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
