@@ -3,8 +3,8 @@
 # configuration (sim chips, thread-hosted workers, no services).
 #
 # Owns: the one command a new user runs to see strata work.
-# Must never: need anything beyond scripts/deps.sh's packages, or write outside
-# the build directory.
+# Must never: need anything beyond scripts/deps.sh's demo packages, or write
+# outside the build directory.
 #
 # Usage: scripts/demo.sh [args passed to the demo program]
 #   The arguments go to examples/demo (--n, --tile, --runs, --workers); with
@@ -26,7 +26,7 @@ JOBS="${STRATA_JOBS:-2}"
 # commands builds the tree once.
 BUILD_TYPE=RelWithDebInfo
 
-"$ROOT/scripts/deps.sh"
+"$ROOT/scripts/deps.sh" demo
 
 for d in "${DEMOS[@]}"; do
     if [ ! -f "$ROOT/examples/$d.c" ]; then
