@@ -45,8 +45,10 @@ run_block() {
     local name="$1" script="$SCRATCH/$1.sh" out
     readme_block "$name" >"$script"
     [ -s "$script" ] || fail "README.md has no block after <!-- check_install: $name -->"
+    local installs
+    installs="$(grep -Ew install "$script" || true)"
     # shellcheck disable=SC2016 # the README's text, not this shell's $HOME
-    if grep -Ew install "$script" | grep -Evq -- '--prefix "?(\$HOME|~)/'; then
+    if [ -n "$installs" ] && grep -Evq -- '--prefix "?(\$HOME|~)/' <<<"$installs"; then
         fail "the '$name' block installs, but not under \$HOME: refusing to run it"
     fi
     echo "--> README block '$name':"
@@ -74,7 +76,10 @@ run_block in-tree
 run_block installed
 # The installed route is only checked if the program really ran on the
 # scratch install's shared library, not a static or system-wide one.
-ldd "$SCRATCH/repo/first" | grep -q "libstrata\.so.* => $SCRATCH/home/" ||
+# (ldd's output is kept first: with pipefail, grep -q quitting early would
+# turn ldd's SIGPIPE into a failure.)
+libs="$(ldd "$SCRATCH/repo/first")"
+grep -q "libstrata\.so.* => $SCRATCH/home/" <<<"$libs" ||
     fail "the 'installed' block's program does not load libstrata.so from the install:
-$(ldd "$SCRATCH/repo/first")"
+$libs"
 echo "check_install: the README's first program builds and runs in the tree and installed: $EXPECTED"

@@ -56,10 +56,11 @@ fi
 
 say() { printf 'deps (%s): %s\n' "$purpose" "$*"; }
 
-# "dpkg -s" also succeeds for removed-but-configured packages, so the Status
-# line must say "install ok installed".
+# "dpkg -s" also succeeds for removed-but-configured packages, so the status
+# must say "install ok installed". (Not "dpkg -s | grep -q": under pipefail,
+# grep quitting at the first match can fail the pipeline through SIGPIPE.)
 package_installed() {
-    dpkg -s "$1" 2>/dev/null | grep -q '^Status: install ok installed'
+    [ "$(dpkg-query -W -f='${Status}' "$1" 2>/dev/null)" = "install ok installed" ]
 }
 
 missing_among() {
