@@ -39,7 +39,8 @@
 #define LATENCY_RUNS 2000
 #define QUICK_LATENCY_RUNS 200
 
-/* Upstream L2 figures (upstream-api-and-performance.md §3.2 and §3.1). */
+/* Upstream L2 figures and the L3 fixed cost per run (bench/README.md, "Quoted
+ * upstream figures"). */
 #define UPSTREAM_L2_HOST_US 468000.0 /* example --rounds 100: host time per run (with Python) */
 #define UPSTREAM_L2_DEVICE_US 9000.0 /* same example: device wall per run */
 #define UPSTREAM_RUN_FIXED_US 43.3   /* fixed cost of one run() (L3, sub tasks) */

@@ -5,8 +5,8 @@
  * through strata_worker_submit() + strata_run_wait() + strata_run_release()), the
  * 1..256 tasks-per-run sweep with its least-squares fit, and the same sweep on
  * StarPU (insert + starpu_task_wait_for_all) and libgomp (one parallel region
- * per run). Upstream figures are quoted from
- * shared/reference/upstream-api-and-performance.md, never measured here.
+ * per run). Upstream figures are quoted (bench/README.md, "Quoted upstream
+ * figures", names their source), never measured here.
  * Must never: mix the fixed and the per-task cost into one figure.
  *
  * bench-needs: starpu openmp
@@ -431,7 +431,7 @@ int main(int argc, char **argv) {
     strata_stop(&sd.strata);
     if (rc)
         return 1;
-    printf("  upstream: quoted from shared/reference/upstream-api-and-performance.md (its "
+    printf("  upstream: quoted, see bench/README.md \"Quoted upstream figures\" (its "
            "1-task figure is the 1-task point of its sweep)\n");
     bench_report_print_verdict(&report);
     return bench_report_write_json(&report) ? 1 : 0;

@@ -5,9 +5,11 @@
  *
  * Owns: nothing but the demo. Must never: skip the verification.
  *
- *   usage: demo [--n 256] [--tile 64] [--runs 4] [--workers 2]
+ *   usage: demo [--n 256] [--tile 64] [--runs 4] [--workers 2] [--help]
  */
+#include <errno.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +18,7 @@
 #include "strata/strata.h"
 
 #define MAX_RUNS 64
+#define MAX_N 16384 /* n * n stays an int */
 
 typedef struct demo {
     int n, tile, nt; /* matrix size, tile size, tiles per side */
@@ -154,24 +157,82 @@ static int check(const char *what, int rc) {
     return rc;
 }
 
+static void print_usage(FILE *f) {
+    fprintf(f,
+            "usage: demo [--n N] [--tile T] [--runs R] [--workers W] [--help]\n"
+            "  --n N        matrix size, 1..%d (default 256)\n"
+            "  --tile T     tile size, divides N (default 64)\n"
+            "  --runs R     pipelined runs, 1..%d (default 4)\n"
+            "  --workers W  sub workers, 1..%d (default 2)\n"
+            "  -h, --help   print this and exit\n",
+            MAX_N, MAX_RUNS, STRATA_MAX_SUB_WORKERS);
+}
+
+/* A wrong command line is the user's to fix: say what is wrong, then how to
+ * call the demo. */
+__attribute__((format(printf, 1, 2))) static int usage_error(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "demo: ");
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n");
+    va_end(ap);
+    print_usage(stderr);
+    return 2;
+}
+
+/* The whole of `text` must be a decimal integer in lo..hi. */
+static int parse_int_in(const char *text, long lo, long hi, int *out) {
+    char *end;
+    errno = 0;
+    long v = strtol(text, &end, 10);
+    if (errno || end == text || *end || v < lo || v > hi)
+        return -1;
+    *out = (int)v;
+    return 0;
+}
+
+typedef struct int_option {
+    const char *name;
+    long lo, hi;
+    int *value;
+} int_option;
+
+/* Returns -1 to go on, otherwise the exit status. */
+static int parse_args(int argc, char **argv, demo *d, int *runs, int *workers) {
+    int_option opts[] = {{"--n", 1, MAX_N, &d->n},
+                         {"--tile", 1, MAX_N, &d->tile},
+                         {"--runs", 1, MAX_RUNS, runs},
+                         {"--workers", 1, STRATA_MAX_SUB_WORKERS, workers}};
+    const int nopts = (int)(sizeof opts / sizeof opts[0]);
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            print_usage(stdout);
+            return 0;
+        }
+        int k = 0;
+        while (k < nopts && strcmp(argv[i], opts[k].name))
+            k++;
+        if (k == nopts)
+            return usage_error("unknown argument '%s'", argv[i]);
+        if (i + 1 == argc)
+            return usage_error("%s needs a value", argv[i]);
+        if (parse_int_in(argv[i + 1], opts[k].lo, opts[k].hi, opts[k].value))
+            return usage_error("bad value for %s: '%s' (an integer in %ld..%ld)", argv[i],
+                               argv[i + 1], opts[k].lo, opts[k].hi);
+        i++;
+    }
+    if (d->n % d->tile)
+        return usage_error("--tile %d does not divide --n %d", d->tile, d->n);
+    return -1;
+}
+
 int main(int argc, char **argv) {
     demo d = {.n = 256, .tile = 64};
     int runs = 4, workers = 2;
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (!strcmp(argv[i], "--n"))
-            d.n = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "--tile"))
-            d.tile = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "--runs"))
-            runs = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "--workers"))
-            workers = atoi(argv[i + 1]);
-    }
-    if (d.tile <= 0 || d.n <= 0 || d.n % d.tile || runs < 1 || runs > MAX_RUNS || workers < 1) {
-        fprintf(stderr, "usage: demo [--n N] [--tile T (divides N)] [--runs 1..%d] [--workers W]\n",
-                MAX_RUNS);
-        return 2;
-    }
+    int status = parse_args(argc, argv, &d, &runs, &workers);
+    if (status >= 0)
+        return status;
     d.nt = d.n / d.tile;
 
     strata_worker_config cfg;

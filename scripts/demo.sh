@@ -3,10 +3,13 @@
 # configuration (sim chips, thread-hosted workers, no services).
 #
 # Owns: the one command a new user runs to see strata work.
-# Must never: need anything beyond scripts/deps.sh's packages, or write outside
-# the build directory.
+# Must never: need anything beyond scripts/deps.sh's demo packages, or write
+# outside the build directory.
 #
 # Usage: scripts/demo.sh [args passed to the demo program]
+#   The arguments go to examples/demo (--n, --tile, --runs, --workers); with
+#   -h/--help it builds, prints the demo's options and runs no demo. A bad argument
+#   makes examples/demo exit 2, and so does this script.
 # Environment: STRATA_BUILD_PREFIX (default <repo>/build), STRATA_JOBS (default 2).
 set -euo pipefail
 
@@ -23,7 +26,7 @@ JOBS="${STRATA_JOBS:-2}"
 # commands builds the tree once.
 BUILD_TYPE=RelWithDebInfo
 
-"$ROOT/scripts/deps.sh"
+"$ROOT/scripts/deps.sh" demo
 
 for d in "${DEMOS[@]}"; do
     if [ ! -f "$ROOT/examples/$d.c" ]; then
@@ -36,6 +39,16 @@ echo "==> configure ($BUILD_TYPE) in $BUILD"
 cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE="$BUILD_TYPE" -DSTRATA_SANITIZE= >/dev/null
 echo "==> build (-j$JOBS)"
 cmake --build "$BUILD" -j"$JOBS"
+
+for arg in "$@"; do
+    case "$arg" in
+    -h | --help)
+        echo "scripts/demo.sh [ARGS]: builds strata, runs examples/${DEMOS[0]} ARGS, then the other demos"
+        "$BUILD/examples/${DEMOS[0]}" --help
+        exit 0
+        ;;
+    esac
+done
 
 first=1
 for d in "${DEMOS[@]}"; do

@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# scripts/deps.sh - make sure the Debian/Ubuntu packages strata builds with are present.
+# scripts/deps.sh - make sure the Debian/Ubuntu packages a command needs are present.
 #
-# Owns: the list of apt packages the project needs and the decision to install them.
+# Owns: the list of apt packages each command needs and the decision to install them.
 # Must never: install anything unless running as root, touch the source tree, or
 # succeed while a required package is missing.
 #
-# Usage: scripts/deps.sh [--check] [--with-optional]
+# Usage: scripts/deps.sh [demo|test] [--check] [--with-optional]
+#   demo             what scripts/demo.sh needs: the build toolchain only
+#   test             what scripts/test.sh needs (the default): the toolchain plus
+#                    cmocka, StarPU, lcov, clang and clang's libFuzzer runtime
 #   --check          only report; never install (exit 1 if something required is missing)
 #   --with-optional  also install the optional packages (clang-format) when root
 #
@@ -15,19 +18,27 @@
 set -euo pipefail
 
 # build-essential brings gcc, make and libc headers; libgomp (the OpenMP anchor
-# of the benchmarks) comes with gcc. libstarpu-dev is the StarPU anchor.
-REQUIRED_PACKAGES=(build-essential gcc cmake pkg-config libcmocka-dev libstarpu-dev)
+# of the benchmarks) comes with gcc.
+DEMO_PACKAGES=(build-essential cmake pkg-config)
+# libcmocka-dev: unit tests. libstarpu-dev: the StarPU anchor of the benchmark
+# smoke stage. lcov: the coverage stage. clang + libclang-rt-dev: the libFuzzer
+# target (libclang-rt-dev is Debian's name for the default clang's compiler-rt,
+# which holds libclang_rt.fuzzer-x86_64.a; clang itself does not pull it in).
+TEST_PACKAGES=("${DEMO_PACKAGES[@]}" libcmocka-dev libstarpu-dev lcov clang libclang-rt-dev)
 # clang-format only matters to contributors (the repo's .clang-format).
 OPTIONAL_PACKAGES=(clang-format)
 
+purpose="test"
 check_only=0
 with_optional=0
 for arg in "$@"; do
     case "$arg" in
+    demo | test) purpose="$arg" ;;
     --check) check_only=1 ;;
     --with-optional) with_optional=1 ;;
     -h | --help)
-        sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'
+        # The header comment, up to the first line that is not a comment.
+        awk 'NR > 1 && !/^#/ {exit} NR > 1 {sub(/^# ?/, ""); print}' "$0"
         exit 0
         ;;
     *)
@@ -37,12 +48,19 @@ for arg in "$@"; do
     esac
 done
 
-say() { printf 'deps: %s\n' "$*"; }
+if [ "$purpose" = demo ]; then
+    REQUIRED_PACKAGES=("${DEMO_PACKAGES[@]}")
+else
+    REQUIRED_PACKAGES=("${TEST_PACKAGES[@]}")
+fi
 
-# "dpkg -s" also succeeds for removed-but-configured packages, so the Status
-# line must say "install ok installed".
+say() { printf 'deps (%s): %s\n' "$purpose" "$*"; }
+
+# "dpkg -s" also succeeds for removed-but-configured packages, so the status
+# must say "install ok installed". (Not "dpkg -s | grep -q": under pipefail,
+# grep quitting at the first match can fail the pipeline through SIGPIPE.)
 package_installed() {
-    dpkg -s "$1" 2>/dev/null | grep -q '^Status: install ok installed'
+    [ "$(dpkg-query -W -f='${Status}' "$1" 2>/dev/null)" = "install ok installed" ]
 }
 
 missing_among() {
@@ -54,19 +72,30 @@ missing_among() {
 
 # Without dpkg we cannot name packages; check the tools and libraries directly.
 check_without_dpkg() {
-    local bad=0 tool
+    local bad=0 tool tools=(cc make cmake pkg-config)
     say "dpkg not found: this script installs packages on Debian/Ubuntu only."
     say "checking the tools directly instead."
-    for tool in cc cmake pkg-config; do
+    [ "$purpose" = demo ] || tools+=(lcov genhtml clang)
+    for tool in "${tools[@]}"; do
         if ! command -v "$tool" >/dev/null 2>&1; then
             say "missing tool: $tool"
             bad=1
         fi
     done
-    if command -v pkg-config >/dev/null 2>&1; then
+    if [ "$purpose" = test ] && command -v pkg-config >/dev/null 2>&1; then
         pkg-config --exists cmocka || { say "missing library: cmocka (pkg-config cmocka)"; bad=1; }
         pkg-config --exists libstarpu || pkg-config --exists starpu-1.3 ||
             { say "missing library: StarPU (pkg-config libstarpu)"; bad=1; }
+    fi
+    if [ "$purpose" = test ] && command -v clang >/dev/null 2>&1; then
+        # clang prints the bare name back when it has no such file.
+        case "$(clang -print-file-name=libclang_rt.fuzzer-x86_64.a)" in
+        /*) ;;
+        *)
+            say "missing library: libclang_rt.fuzzer-x86_64.a (clang's libFuzzer runtime)"
+            bad=1
+            ;;
+        esac
     fi
     if [ "$bad" -ne 0 ]; then
         say "install the equivalents of: ${REQUIRED_PACKAGES[*]}"
@@ -76,6 +105,8 @@ check_without_dpkg() {
     exit 0
 }
 
+# apt-get install needs package lists; a fresh container has none, and stale
+# ones name versions the mirror no longer has.
 apt_install() {
     say "installing: $*"
     export DEBIAN_FRONTEND=noninteractive

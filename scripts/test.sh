@@ -3,18 +3,21 @@
 #
 # Owns: the list of test stages and their order:
 #   1. normal build (RelWithDebInfo) + every CTest test + an install check
-#      (scripts/check_install.sh: the README's first program built against
-#      the installed tree through pkg-config)
-#   2. AddressSanitizer + UBSan build + every CTest test
-#   3. ThreadSanitizer build + the tests labelled "concurrency"
-#   4. benchmark smoke run: each bench executable with --quick must exit 0
+#      (scripts/check_install.sh: the README's commands, run as written)
+#   2. coverage build (STRATA_COVERAGE) + every CTest test + line and branch
+#      coverage of src/ (lcov; per-file report in <prefix>-cov/coverage/)
+#   3. AddressSanitizer + UBSan build + every CTest test
+#   4. ThreadSanitizer build + the tests labelled "concurrency"
+#   5. benchmark smoke run: each bench executable with --quick must exit 0
+# Every stage that runs tests puts "passed/total" in the summary table.
 # Must never: stop at the first failing stage without a summary, hide a failure
 # behind exit status 0, or use more than STRATA_JOBS cores.
 #
-# Usage: scripts/test.sh [normal] [asan] [tsan] [bench]   (default: all stages)
+# Usage: scripts/test.sh [normal] [coverage] [asan] [tsan] [bench]
+#        (default: all stages, in this order)
 # Environment:
 #   STRATA_BUILD_PREFIX  build directory of stage 1 (default <repo>/build);
-#                        stages 2 and 3 use <prefix>-asan and <prefix>-tsan
+#                        stages 2-4 use <prefix>-cov, <prefix>-asan, <prefix>-tsan
 #   STRATA_JOBS          parallel compile and test jobs (default 2)
 #   STRATA_BENCH_TIMEOUT seconds one benchmark smoke run may take (default 300)
 #   STRATA_SANITIZER_NO_ASLR=1  run sanitizer tests under setarch -R even if
@@ -109,6 +112,41 @@ tests_with_label() {
     (cd "$1" && ctest -N -L "$2") | sed -n 's/^ *Test *#[0-9]*: *//p'
 }
 
+# run_ctest DIR CTEST_ARGS...: runs CTest on a built tree (under
+# SANITIZER_PREFIX, empty outside the sanitizer stages) and returns its status.
+# Sets CTEST_NOTE to "P/T tests passed" from CTest's closing line
+# ("N% tests passed, F tests failed out of T"), or says that line is missing.
+CTEST_NOTE=""
+run_ctest() {
+    local dir="$1" log rc counts
+    shift
+    log="$(mktemp)"
+    "${SANITIZER_PREFIX[@]}" ctest --test-dir "$dir" --output-on-failure -j"$JOBS" "$@" 2>&1 |
+        tee "$log"
+    rc=${PIPESTATUS[0]}
+    counts="$(awk '/^[0-9]+% tests passed, [0-9]+ tests? failed out of [0-9]+$/ {
+                       failed = $4; total = $NF }
+                   END { if (total != "") print total - failed "/" total }' "$log")"
+    rm -f "$log"
+    if [ -n "$counts" ]; then
+        CTEST_NOTE="$counts tests passed"
+    else
+        CTEST_NOTE="no CTest summary line"
+        [ "$rc" -ne 0 ] || rc=1
+    fi
+    return "$rc"
+}
+
+# record_ctest_stage NAME START RC [EXTRA_NOTE]: the stage's row, with the counts.
+record_ctest_stage() {
+    local name="$1" start="$2" rc="$3" note="$CTEST_NOTE${4:+; $4}"
+    if [ "$rc" -eq 0 ]; then
+        record_stage "$name" PASS $((SECONDS - start)) "$note"
+    else
+        record_stage "$name" FAIL $((SECONDS - start)) "$note; exit status $rc"
+    fi
+}
+
 # A sanitizer runtime can fail to start on kernels with a large mmap
 # randomisation ("FATAL: ThreadSanitizer: unexpected memory mapping"). Probe it
 # with a tiny program; if it fails, retry with ASLR disabled for the process
@@ -178,8 +216,80 @@ stage_normal() {
         return
     }
     normal_build_failed=0
-    run_stage "test" ctest --test-dir "$dir" --output-on-failure --no-tests=error -j"$JOBS"
+    banner "test"
+    local start=$SECONDS rc
+    run_ctest "$dir" --no-tests=error
+    rc=$?
+    record_ctest_stage "test" "$start" "$rc"
     run_stage "install" "$ROOT/scripts/check_install.sh" "$dir"
+}
+
+# Coverage counts only what the tests exercise in src/: benchmarks and
+# examples are not built, and tests/ is left out of the figures.
+LCOV_RC=(--rc lcov_branch_coverage=1)
+# lcov 1.16's geninfo redefines its own subroutines and Perl says so on every
+# run; nothing else on stderr is dropped.
+lcov_quiet() {
+    lcov "${LCOV_RC[@]}" --quiet "$@" 2> >(grep -v '^Subroutine .* redefined at .*geninfo' >&2)
+}
+
+# coverage_figures INFO: "lines L% branches B%" from lcov's summary.
+coverage_figures() {
+    lcov "${LCOV_RC[@]}" --summary "$1" 2>&1 |
+        awk '$1 ~ /^lines\./ {l = $2} $1 ~ /^branches\./ {b = $2}
+             END {if (l != "") printf "lines %s branches %s", l, (b != "" ? b : "n/a")}'
+}
+
+# report_coverage DIR: per-file table of src/ (printed and saved) and an HTML
+# report under DIR/coverage/; sets COVERAGE_NOTE. Returns non-zero when there
+# is nothing to report.
+COVERAGE_NOTE=""
+report_coverage() {
+    local dir="$1" out="$1/coverage" src_patterns=("$ROOT/src/*")
+    # gcc records the paths CMake passed it; match both spellings of the root.
+    [ "$(cd "$ROOT" && pwd -P)" = "$ROOT" ] || src_patterns+=("$(cd "$ROOT" && pwd -P)/src/*")
+    rm -rf "$out"
+    mkdir -p "$out"
+    lcov_quiet --capture --directory "$dir" --output-file "$out/all.info" || {
+        COVERAGE_NOTE="lcov --capture failed"
+        return 1
+    }
+    lcov_quiet --extract "$out/all.info" "${src_patterns[@]}" --output-file "$out/src.info" || {
+        COVERAGE_NOTE="no coverage data for src/"
+        return 1
+    }
+    echo "coverage of src/ per file (also in $out/files.txt, HTML in $out/html/index.html):"
+    lcov "${LCOV_RC[@]}" --quiet --list "$out/src.info" | tee "$out/files.txt"
+    genhtml --branch-coverage --quiet --prefix "$ROOT" --output-directory "$out/html" \
+        "$out/src.info" || echo "genhtml failed; the per-file table above is the report" >&2
+    COVERAGE_NOTE="$(coverage_figures "$out/src.info")"
+    [ -n "$COVERAGE_NOTE" ] || {
+        COVERAGE_NOTE="lcov printed no summary"
+        return 1
+    }
+}
+
+stage_coverage() {
+    local dir="$PREFIX-cov" start rc
+    run_stage "cov-build" configure_and_build "$dir" "" -DSTRATA_COVERAGE=ON \
+        -DSTRATA_BUILD_BENCH=OFF -DSTRATA_BUILD_EXAMPLES=OFF || {
+        record_stage "coverage" SKIP 0 "build failed"
+        return
+    }
+    banner "coverage"
+    start=$SECONDS
+    if ! command -v lcov >/dev/null 2>&1 || ! command -v genhtml >/dev/null 2>&1; then
+        echo "coverage: lcov is not installed (apt-get install lcov; scripts/deps.sh test" \
+            "installs it as root)" >&2
+        record_stage "coverage" FAIL $((SECONDS - start)) "lcov not installed"
+        return
+    fi
+    # Counts add up across runs: start from zero so the figures are this run's.
+    find "$dir" -name '*.gcda' -delete
+    run_ctest "$dir" --no-tests=error
+    rc=$?
+    report_coverage "$dir" || [ "$rc" -ne 0 ] || rc=1
+    record_ctest_stage "coverage" "$start" "$rc" "$COVERAGE_NOTE"
 }
 
 stage_asan() {
@@ -195,13 +305,9 @@ stage_asan() {
         record_stage "asan-test" FAIL $((SECONDS - start)) "sanitizer runtime cannot start"
         return
     fi
-    "${SANITIZER_PREFIX[@]}" ctest --test-dir "$dir" --output-on-failure --no-tests=error -j"$JOBS"
-    local rc=$?
-    if [ "$rc" -eq 0 ]; then
-        record_stage "asan-test" PASS $((SECONDS - start))
-    else
-        record_stage "asan-test" FAIL $((SECONDS - start)) "exit status $rc"
-    fi
+    run_ctest "$dir" --no-tests=error
+    record_ctest_stage "asan-test" "$start" $?
+    SANITIZER_PREFIX=()
 }
 
 # Only the concurrency tests run under TSan, so only they (and the library)
@@ -241,13 +347,9 @@ stage_tsan() {
         record_stage "tsan-test" FAIL $((SECONDS - start)) "sanitizer runtime cannot start"
         return
     fi
-    "${SANITIZER_PREFIX[@]}" ctest --test-dir "$dir" --output-on-failure -L concurrency -j"$JOBS"
-    local rc=$?
-    if [ "$rc" -eq 0 ]; then
-        record_stage "tsan-test" PASS $((SECONDS - start)) "${#targets[@]} tests"
-    else
-        record_stage "tsan-test" FAIL $((SECONDS - start)) "exit status $rc"
-    fi
+    run_ctest "$dir" --no-tests=error -L concurrency
+    record_ctest_stage "tsan-test" "$start" $?
+    SANITIZER_PREFIX=()
 }
 
 # Benchmarks are smoke-tested only: --quick must finish and exit 0. They run
@@ -279,10 +381,11 @@ stage_bench() {
             failed=$((failed + 1))
         fi
     done
+    local note="$((count - failed))/$count benchmarks passed"
     if [ "$failed" -eq 0 ]; then
-        record_stage "bench-smoke" PASS $((SECONDS - start)) "$count benchmarks"
+        record_stage "bench-smoke" PASS $((SECONDS - start)) "$note"
     else
-        record_stage "bench-smoke" FAIL $((SECONDS - start)) "$failed of $count failed"
+        record_stage "bench-smoke" FAIL $((SECONDS - start)) "$note"
     fi
 }
 
@@ -290,29 +393,31 @@ stage_bench() {
 
 stages=("$@")
 if [ ${#stages[@]} -eq 0 ]; then
-    stages=(normal asan tsan bench)
+    stages=(normal coverage asan tsan bench)
 fi
 for s in "${stages[@]}"; do
     case "$s" in
-    normal | asan | tsan | bench) ;;
+    normal | coverage | asan | tsan | bench) ;;
     -h | --help)
-        sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'
+        # The header comment, up to the first line that is not a comment.
+        awk 'NR > 1 && !/^#/ {exit} NR > 1 {sub(/^# ?/, ""); print}' "$0"
         exit 0
         ;;
     *)
-        echo "test.sh: unknown stage '$s' (normal, asan, tsan, bench)" >&2
+        echo "test.sh: unknown stage '$s' (normal, coverage, asan, tsan, bench)" >&2
         exit 2
         ;;
     esac
 done
 
-run_stage "deps" "$ROOT/scripts/deps.sh" || {
+run_stage "deps" "$ROOT/scripts/deps.sh" test || {
     print_summary
     exit 1
 }
 for s in "${stages[@]}"; do
     case "$s" in
     normal) stage_normal ;;
+    coverage) stage_coverage ;;
     asan) stage_asan ;;
     tsan) stage_tsan ;;
     bench) stage_bench ;;
