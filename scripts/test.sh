@@ -31,7 +31,9 @@ BENCH_TIMEOUT="${STRATA_BENCH_TIMEOUT:-300}"
 
 # Sanitizer behaviour: fail on the first UB report, keep leak checking on, and
 # give TSan the second stack of lock-order reports.
-export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0:detect_stack_use_after_return=1}"
+# allocator_may_return_null: an absurd size (the extremes tests ask for 2^62
+# bytes) must come back as NULL, as from glibc, so strata's ENOMEM path runs.
+export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0:detect_stack_use_after_return=1:allocator_may_return_null=1}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
 export TSAN_OPTIONS="${TSAN_OPTIONS:-second_deadlock_stack=1:history_size=4}"
 
