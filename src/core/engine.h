@@ -2,8 +2,8 @@
  *
  * Owns: the definition of struct strata_worker (the engine) and the internal
  * calls between orchestrator, scheduler, runs and endpoints.
- * Must never: be included by public headers or by endpoints other than
- * through src/exec/endpoint.h's functions.
+ * Must never: be included by public headers or by endpoints (src/exec/),
+ * which reach the engine only through core/endpoint.h.
  *
  * Locking. One engine lock (`lock`, an st_mutex) protects every slot, run,
  * ready queue, the tensor map, the heaps, the scope stack and the endpoint
@@ -28,7 +28,7 @@
 #include "core/run.h"
 #include "core/slot.h"
 #include "core/tensormap.h"
-#include "exec/endpoint.h"
+#include "core/endpoint.h"
 #include "strata/worker.h"
 #include "util/futex.h"
 

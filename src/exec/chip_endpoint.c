@@ -25,7 +25,7 @@
 #include "chip/chip_internal.h"
 #include "core/buffer.h"
 #include "core/engine.h"
-#include "exec/endpoint.h"
+#include "core/endpoint.h"
 #include "strata/chip.h"
 #include "util/error.h"
 

@@ -10,7 +10,7 @@
 
 #include <stdint.h>
 
-#include "exec/endpoint.h"
+#include "core/endpoint.h"
 
 typedef struct st_test_ep st_test_ep;
 

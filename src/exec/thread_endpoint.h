@@ -8,7 +8,7 @@
 #ifndef STRATA_EXEC_THREAD_ENDPOINT_H
 #define STRATA_EXEC_THREAD_ENDPOINT_H
 
-#include "exec/endpoint.h"
+#include "core/endpoint.h"
 
 /* Start sub worker `index` as a thread of this process. */
 int st_thread_endpoint_create(strata_worker *w, int index, st_endpoint **out);

@@ -1,13 +1,14 @@
-/* exec/endpoint.h - the parent's handle on one child worker (DESIGN §6).
+/* core/endpoint.h - the parent's handle on one child worker (DESIGN §6).
  *
- * Owns: the endpoint interface every kind of child implements (thread-hosted
- * sub workers, the scriptable test endpoint, chips, process mailboxes) and the
- * completion records endpoints hand back to the engine.
+ * Owns: the endpoint interface the engine calls and every kind of child
+ * implements (thread-hosted sub workers, chips, the tests' scriptable
+ * endpoint, later process mailboxes), and the completion records endpoints
+ * hand back to the engine. The engine owns this interface.
  * Must never: let an endpoint fail loudly. A rejected dispatch is completed as
  * an endpoint failure through st_endpoint_complete(), exactly once.
  */
-#ifndef STRATA_EXEC_ENDPOINT_H
-#define STRATA_EXEC_ENDPOINT_H
+#ifndef STRATA_CORE_ENDPOINT_H
+#define STRATA_CORE_ENDPOINT_H
 
 #include <stdatomic.h>
 #include <stdint.h>
