@@ -93,6 +93,10 @@ struct st_endpoint {
     char label[64];       /* e.g. "sub 1", "chip sim:0"; used in error messages */
 };
 
+/* ---- What an endpoint may ask of the engine -------------------------------------------
+ * Endpoints see the engine only through these calls (the engine stays an
+ * incomplete type to them): they never include core/engine.h. */
+
 /* Hand a filled completion record to the engine (any thread, any time).
  * The record must stay untouched until the engine dispatches to ep again. */
 void st_endpoint_complete(st_endpoint *ep, st_completion *c);
@@ -101,9 +105,25 @@ void st_endpoint_complete(st_endpoint *ep, st_completion *c);
 void st_endpoint_complete_with(st_endpoint *ep, st_completion *c, const st_dispatch *d, int status,
                                const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 
+/* The calling thread hosts sub worker ep from now on (its endpoint thread says
+ * so once, before it waits for work). A scheduler pass on such a thread hands
+ * it the next sub task itself (a chain stays on one thread), and a wait on it
+ * never helps (core/helping.c). */
+void st_endpoint_bind_thread(st_endpoint *ep);
+
+/* A sub worker thread found a task in its mailbox and has not claimed it yet:
+ * the tests' seam ST_HOOK_SUB_BEFORE_CLAIM (no lock held). */
+void st_endpoint_before_claim(st_endpoint *ep);
+
+/* How long the engine's threads spin before they park (strata_worker_config.spin_ns). */
+uint32_t st_engine_spin_ns(const st_engine *e);
+
 /* Internal registration of a next-level endpoint on a worker before init
  * (chips and the test endpoint use this). The worker takes ownership. */
 int st_worker_add_endpoint(strata_worker *w, st_endpoint *ep, int *worker_id_out);
+
+/* Next-level endpoint `worker_id` of w, or NULL if there is none (takes the engine lock). */
+st_endpoint *st_worker_next_endpoint(strata_worker *w, int worker_id);
 
 /* Register a next-level callable (a test function, or a chip program). */
 int st_register_next_level(strata_worker *w, const char *name, strata_sub_fn fn, void *user,

@@ -145,6 +145,9 @@ void st_sched_pass(strata_worker *w);
 int st_sched_start(strata_worker *w);
 void st_sched_stop(strata_worker *w);
 
+/* The sub worker endpoint the calling thread hosts (st_endpoint_bind_thread), or NULL. */
+st_endpoint *st_thread_sub_endpoint(void);
+
 /* Route a READY task to its run's queue. Lock held. */
 void st_enqueue_ready(strata_worker *w, st_slot *s);
 /* Release one reference on s; consumes it when the last one goes. Lock held. */

@@ -129,6 +129,13 @@ int st_worker_add_endpoint(strata_worker *w, st_endpoint *ep, int *worker_id_out
     return STRATA_OK;
 }
 
+st_endpoint *st_worker_next_endpoint(strata_worker *w, int worker_id) {
+    st_engine_lock(w);
+    st_endpoint *ep = worker_id >= 0 && worker_id < w->nnext ? w->next[worker_id].ep : NULL;
+    st_engine_unlock(w);
+    return ep;
+}
+
 int strata_worker_next_level_count(const strata_worker *w) {
     return w ? w->nnext : 0;
 }

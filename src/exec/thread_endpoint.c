@@ -2,9 +2,10 @@
  * spin-then-park wait, and completion through the engine's lock-free list.
  *
  * Owns: the worker thread and its mailbox.
- * Must never: touch engine state directly; everything goes through
- * st_endpoint_complete(). The mailbox word is the only shared state. Its
- * transitions, each made by exactly one party:
+ * Must never: touch engine state directly (it sees the engine only through
+ * core/endpoint.h); completions go through st_endpoint_complete(). The
+ * mailbox word is the only shared state. Its transitions, each made by
+ * exactly one party:
  *   IDLE    -> TASK | PINNED  dispatch (engine, after copying the dispatch;
  *                             PINNED: a group member, never lent)
  *   TASK | PINNED -> RUNNING  the worker claims it (compare-and-swap)
@@ -20,7 +21,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/engine.h"
 #include "exec/thread_endpoint.h"
 #include "util/assert.h"
 #include "util/error.h"
@@ -63,23 +63,16 @@ void st_run_host_callable(const st_dispatch *d, st_completion *c) {
         snprintf(c->msg, sizeof c->msg, "returned %d", rc);
 }
 
-/* The sub worker this thread is (NULL on other threads). */
-static _Thread_local st_endpoint *tls_self;
-
-st_endpoint *st_thread_endpoint_self(void) {
-    return tls_self;
-}
-
 /* Take the task in the mailbox (word value v) for this thread; 0 if a
  * waiting thread took it first. */
 static int claim_task(thread_ep *ep, uint32_t v) {
-    st_hook(ep->base.engine, ST_HOOK_SUB_BEFORE_CLAIM, 0); /* d may change until claimed */
+    st_endpoint_before_claim(&ep->base); /* d may change until claimed */
     return atomic_compare_exchange_strong(&ep->mbox.value, &v, MBOX_RUNNING);
 }
 
 static void *thread_ep_main(void *arg) {
     thread_ep *ep = arg;
-    tls_self = &ep->base;
+    st_endpoint_bind_thread(&ep->base);
     int shares_core = 0; /* the last task came from a caller on this CPU */
     for (;;) {
         /* Where this worker waits: the dispatcher prefers one not on its own CPU. */
@@ -173,7 +166,7 @@ int st_thread_endpoint_create(strata_worker *w, int index, st_endpoint **out) {
     ep->base.worker_id = index;
     atomic_init(&ep->base.last_cpu, -1);
     snprintf(ep->base.label, sizeof ep->base.label, "sub %d", index);
-    ep->spin_ns = w->cfg.spin_ns;
+    ep->spin_ns = st_engine_spin_ns(w);
     if (pthread_create(&ep->thread, NULL, thread_ep_main, ep) != 0) {
         free(ep);
         return st_fail(STRATA_ENOMEM, "strata_worker_init: could not start sub worker %d", index);

@@ -13,9 +13,6 @@
 /* Start sub worker `index` as a thread of this process. */
 int st_thread_endpoint_create(strata_worker *w, int index, st_endpoint **out);
 
-/* The sub worker endpoint the calling thread is, or NULL for any other thread. */
-st_endpoint *st_thread_endpoint_self(void);
-
 /* Run a callable body on the current thread and fill c (status + message).
  * Shared by every endpoint that executes host functions. */
 void st_run_host_callable(const st_dispatch *d, st_completion *c);
