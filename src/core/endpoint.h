@@ -118,6 +118,18 @@ void st_endpoint_before_claim(st_endpoint *ep);
 /* How long the engine's threads spin before they park (strata_worker_config.spin_ns). */
 uint32_t st_engine_spin_ns(const st_engine *e);
 
+/* ---- Creating endpoints: the exec layer names them, the engine starts them ---- */
+
+/* Create sub worker `index` of engine e (set ops, engine, is_sub = 1,
+ * worker_id = index, last_cpu = -1 and the label) and start it. */
+typedef int (*st_sub_endpoint_create_fn)(st_engine *e, int index, st_endpoint **out);
+
+/* strata_worker_init's body, with the sub worker endpoint left open: starts
+ * w's sub workers through create_sub, then its scheduler thread. On failure
+ * everything started is stopped again and w stays CREATED. exec/worker_init.c
+ * is the only caller. */
+int st_worker_start(strata_worker *w, st_sub_endpoint_create_fn create_sub);
+
 /* Internal registration of a next-level endpoint on a worker before init
  * (chips and the test endpoint use this). The worker takes ownership. */
 int st_worker_add_endpoint(strata_worker *w, st_endpoint *ep, int *worker_id_out);

@@ -10,7 +10,8 @@
 
 #include "core/endpoint.h"
 
-/* Start sub worker `index` as a thread of this process. */
+/* Start sub worker `index` of w as a thread of this process (an
+ * st_sub_endpoint_create_fn: exec/worker_init.c hands it to the engine). */
 int st_thread_endpoint_create(strata_worker *w, int index, st_endpoint **out);
 
 /* Run a callable body on the current thread and fill c (status + message).
