@@ -112,17 +112,24 @@ void st_endpoint_complete_with(st_endpoint *ep, st_completion *c, const st_dispa
 void st_endpoint_bind_thread(st_endpoint *ep);
 
 /* A sub worker thread found a task in its mailbox and has not claimed it yet:
- * the tests' seam ST_HOOK_SUB_BEFORE_CLAIM (no lock held). */
+ * the tests' seam ST_HOOK_SUB_BEFORE_CLAIM (no lock held). Called only when
+ * st_sub_port.before_claim_hook says a test set it. */
 void st_endpoint_before_claim(st_endpoint *ep);
-
-/* How long the engine's threads spin before they park (strata_worker_config.spin_ns). */
-uint32_t st_engine_spin_ns(const st_engine *e);
 
 /* ---- Creating endpoints: the exec layer names them, the engine starts them ---- */
 
+/* The settings the engine hands a sub worker endpoint it creates, fixed by
+ * then (hooks are set before strata_worker_init): read once at creation, so
+ * the per-task path needs no call into the engine. */
+typedef struct st_sub_port {
+    uint32_t spin_ns;      /* spin this long waiting for work before parking */
+    int before_claim_hook; /* a test seam is set: call st_endpoint_before_claim per claim */
+} st_sub_port;
+
 /* Create sub worker `index` of engine e (set ops, engine, is_sub = 1,
  * worker_id = index, last_cpu = -1 and the label) and start it. */
-typedef int (*st_sub_endpoint_create_fn)(st_engine *e, int index, st_endpoint **out);
+typedef int (*st_sub_endpoint_create_fn)(st_engine *e, int index, const st_sub_port *port,
+                                         st_endpoint **out);
 
 /* strata_worker_init's body, with the sub worker endpoint left open: starts
  * w's sub workers through create_sub, then its scheduler thread. On failure

@@ -88,10 +88,6 @@ st_endpoint *st_thread_sub_endpoint(void) {
     return tls_hosted_sub;
 }
 
-uint32_t st_engine_spin_ns(const st_engine *e) {
-    return e->cfg.spin_ns;
-}
-
 /* ---- labels for messages ------------------------------------------------- */
 
 void st_task_label(strata_worker *w, st_slot *s, char *buf, size_t n) {

@@ -228,9 +228,13 @@ int st_worker_start(strata_worker *w, st_sub_endpoint_create_fn create_sub) {
     w->reserved = calloc((size_t)(w->nnext ? w->nnext : 1), sizeof *w->reserved);
     if (!w->subs || !w->idle_subs || !w->reserved)
         return st_fail(STRATA_ENOMEM, "strata_worker_init: out of memory");
+    const st_sub_port port = {
+        .spin_ns = w->cfg.spin_ns,
+        .before_claim_hook = w->hooks[ST_HOOK_SUB_BEFORE_CLAIM] != NULL,
+    };
     for (int i = 0; i < n; i++) {
         st_endpoint *ep;
-        int rc = create_sub(w, i, &ep);
+        int rc = create_sub(w, i, &port, &ep);
         if (rc != STRATA_OK) {
             stop_sub_workers(w);
             return rc;

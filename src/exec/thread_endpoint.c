@@ -33,8 +33,9 @@ typedef struct thread_ep {
     pthread_t thread;
     st_event mbox;
     uint32_t spin_ns;
-    st_dispatch d;      /* valid while mbox is neither IDLE nor STOP */
-    st_completion comp; /* reused per task; free again once the engine dispatches anew */
+    int before_claim_hook; /* a test watches claims (ST_HOOK_SUB_BEFORE_CLAIM) */
+    st_dispatch d;         /* valid while mbox is neither IDLE nor STOP */
+    st_completion comp;    /* reused per task; free again once the engine dispatches anew */
 } thread_ep;
 
 /* Message set by strata_task_set_error() on the thread running a task body. */
@@ -66,7 +67,8 @@ void st_run_host_callable(const st_dispatch *d, st_completion *c) {
 /* Take the task in the mailbox (word value v) for this thread; 0 if a
  * waiting thread took it first. */
 static int claim_task(thread_ep *ep, uint32_t v) {
-    st_endpoint_before_claim(&ep->base); /* d may change until claimed */
+    if (ep->before_claim_hook)
+        st_endpoint_before_claim(&ep->base); /* d may change until claimed */
     return atomic_compare_exchange_strong(&ep->mbox.value, &v, MBOX_RUNNING);
 }
 
@@ -156,7 +158,8 @@ static const st_endpoint_ops thread_ep_ops = {
     .lend = thread_ep_lend,
 };
 
-int st_thread_endpoint_create(strata_worker *w, int index, st_endpoint **out) {
+int st_thread_endpoint_create(strata_worker *w, int index, const st_sub_port *port,
+                              st_endpoint **out) {
     thread_ep *ep = calloc(1, sizeof *ep);
     if (!ep)
         return st_fail(STRATA_ENOMEM, "strata_worker_init: out of memory for sub worker %d", index);
@@ -166,7 +169,8 @@ int st_thread_endpoint_create(strata_worker *w, int index, st_endpoint **out) {
     ep->base.worker_id = index;
     atomic_init(&ep->base.last_cpu, -1);
     snprintf(ep->base.label, sizeof ep->base.label, "sub %d", index);
-    ep->spin_ns = st_engine_spin_ns(w);
+    ep->spin_ns = port->spin_ns;
+    ep->before_claim_hook = port->before_claim_hook;
     if (pthread_create(&ep->thread, NULL, thread_ep_main, ep) != 0) {
         free(ep);
         return st_fail(STRATA_ENOMEM, "strata_worker_init: could not start sub worker %d", index);

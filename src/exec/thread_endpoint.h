@@ -12,7 +12,8 @@
 
 /* Start sub worker `index` of w as a thread of this process (an
  * st_sub_endpoint_create_fn: exec/worker_init.c hands it to the engine). */
-int st_thread_endpoint_create(strata_worker *w, int index, st_endpoint **out);
+int st_thread_endpoint_create(strata_worker *w, int index, const st_sub_port *port,
+                              st_endpoint **out);
 
 /* Run a callable body on the current thread and fill c (status + message).
  * Shared by every endpoint that executes host functions. */
