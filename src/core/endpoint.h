@@ -3,7 +3,8 @@
  * Owns: the endpoint interface the engine calls and every kind of child
  * implements (thread-hosted sub workers, chips, the tests' scriptable
  * endpoint, later process mailboxes), and the completion records endpoints
- * hand back to the engine. The engine owns this interface.
+ * hand back to the engine. The engine owns this interface and knows no
+ * concrete endpoint; endpoints see the engine only through the calls below.
  * Must never: let an endpoint fail loudly. A rejected dispatch is completed as
  * an endpoint failure through st_endpoint_complete(), exactly once.
  */

@@ -24,11 +24,11 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "core/endpoint.h"
 #include "core/heap_ring.h"
 #include "core/run.h"
 #include "core/slot.h"
 #include "core/tensormap.h"
-#include "core/endpoint.h"
 #include "strata/worker.h"
 #include "util/futex.h"
 
