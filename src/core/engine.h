@@ -2,8 +2,8 @@
  *
  * Owns: the definition of struct strata_worker (the engine) and the internal
  * calls between orchestrator, scheduler, runs and endpoints.
- * Must never: be included by public headers or by endpoints other than
- * through src/exec/endpoint.h's functions.
+ * Must never: be included by public headers or by endpoints (src/exec/),
+ * which reach the engine only through core/endpoint.h.
  *
  * Locking. One engine lock (`lock`, an st_mutex) protects every slot, run,
  * ready queue, the tensor map, the heaps, the scope stack and the endpoint
@@ -24,11 +24,11 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "core/endpoint.h"
 #include "core/heap_ring.h"
 #include "core/run.h"
 #include "core/slot.h"
 #include "core/tensormap.h"
-#include "exec/endpoint.h"
 #include "strata/worker.h"
 #include "util/futex.h"
 
@@ -146,6 +146,9 @@ void st_engine_kick(strata_worker *w);
 void st_sched_pass(strata_worker *w);
 int st_sched_start(strata_worker *w);
 void st_sched_stop(strata_worker *w);
+
+/* The sub worker endpoint the calling thread hosts (st_endpoint_bind_thread), or NULL. */
+st_endpoint *st_thread_sub_endpoint(void);
 
 /* Route a READY task to its run's queue. Lock held. */
 void st_enqueue_ready(strata_worker *w, st_slot *s);

@@ -28,7 +28,6 @@
 
 #include "core/engine.h"
 #include "core/helping.h"
-#include "exec/thread_endpoint.h"
 #include "util/thread_role.h"
 #include "util/clock.h"
 #include "util/futex.h"
@@ -40,7 +39,7 @@
 static _Thread_local int tls_helping; /* this thread runs a lent task right now */
 
 int st_help_allowed_here(const st_run *r) {
-    return r->help_while_waiting && !tls_helping && st_thread_endpoint_self() == NULL;
+    return r->help_while_waiting && !tls_helping && st_thread_sub_endpoint() == NULL;
 }
 
 /* Enter a help attempt on r: 0 if r retired (the worker may be gone). */

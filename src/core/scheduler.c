@@ -21,7 +21,6 @@
 #include <string.h>
 
 #include "core/engine.h"
-#include "exec/thread_endpoint.h"
 #include "util/assert.h"
 #include "util/clock.h"
 #include "util/error.h"
@@ -76,6 +75,17 @@ void st_endpoint_complete_with(st_endpoint *ep, st_completion *c, const st_dispa
         va_end(ap);
     }
     st_endpoint_complete(ep, c);
+}
+
+/* The sub worker this thread hosts (NULL on every other thread). */
+static _Thread_local st_endpoint *tls_hosted_sub;
+
+void st_endpoint_bind_thread(st_endpoint *ep) {
+    tls_hosted_sub = ep;
+}
+
+st_endpoint *st_thread_sub_endpoint(void) {
+    return tls_hosted_sub;
 }
 
 /* ---- labels for messages ------------------------------------------------- */
@@ -425,8 +435,8 @@ static st_sub_state *take_idle_sub(strata_worker *w, st_endpoint *self, int *her
 
 static void dispatch_subs(strata_worker *w, st_run *r) {
     st_slot *s;
-    int here = -1;                                 /* this thread's CPU, looked up once if needed */
-    st_endpoint *self = st_thread_endpoint_self(); /* NULL: a caller that will wait */
+    int here = -1;                                /* this thread's CPU, looked up once if needed */
+    st_endpoint *self = st_thread_sub_endpoint(); /* NULL: a caller that will wait */
     while (w->nidle_subs > 0 && (s = front_ready(w, &r->sub_q)) != NULL) {
         if (s->nmembers > w->nidle_subs)
             return; /* a sub group waits for enough idle workers, in FIFO order */
@@ -536,6 +546,10 @@ void st_worker_set_hook(strata_worker *w, st_hook_point at, st_hook_fn fn, void 
     w->hooks[at] = fn;
     w->hook_ctx[at] = ctx;
     st_engine_unlock(w);
+}
+
+void st_endpoint_before_claim(st_endpoint *ep) {
+    st_hook(ep->engine, ST_HOOK_SUB_BEFORE_CLAIM, 0);
 }
 
 st_slot *st_hook_slot(strata_worker *w, uint64_t ref) {

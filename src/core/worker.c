@@ -1,7 +1,8 @@
 /* core/worker.c - the public Worker: configuration, lifecycle, callables and
  * the run calls (strata_worker_submit / wait / release).
  *
- * Owns: creation and teardown order of everything a worker holds.
+ * Owns: creation and teardown order of everything a worker holds (its sub
+ * workers through the endpoint factory st_worker_start is handed).
  * Must never: start a thread before strata_worker_init (children are forked
  * before engine threads exist), or free a run record the caller still holds.
  */
@@ -12,7 +13,6 @@
 
 #include "core/engine.h"
 #include "core/helping.h"
-#include "exec/thread_endpoint.h"
 #include "util/clock.h"
 #include "util/error.h"
 #include "util/thread_role.h"
@@ -143,6 +143,13 @@ int st_worker_add_endpoint(strata_worker *w, st_endpoint *ep, int *worker_id_out
     return STRATA_OK;
 }
 
+st_endpoint *st_worker_next_endpoint(strata_worker *w, int worker_id) {
+    st_engine_lock(w);
+    st_endpoint *ep = worker_id >= 0 && worker_id < w->nnext ? w->next[worker_id].ep : NULL;
+    st_engine_unlock(w);
+    return ep;
+}
+
 int strata_worker_next_level_count(const strata_worker *w) {
     return w ? w->nnext : 0;
 }
@@ -221,7 +228,9 @@ static void stop_sub_workers(strata_worker *w) {
     w->nidle_subs = 0;
 }
 
-int strata_worker_init(strata_worker *w) {
+/* strata_worker_init (exec/worker_init.c) names the sub worker endpoint: the
+ * engine knows none itself. */
+int st_worker_start(strata_worker *w, st_sub_endpoint_create_fn create_sub) {
     if (!w)
         return st_fail(STRATA_EINVAL, "strata_worker_init: worker is NULL");
     if (w->state != ST_WORKER_CREATED)
@@ -233,9 +242,13 @@ int strata_worker_init(strata_worker *w) {
     w->reserved = calloc((size_t)(w->nnext ? w->nnext : 1), sizeof *w->reserved);
     if (!w->subs || !w->idle_subs || !w->reserved)
         return st_fail(STRATA_ENOMEM, "strata_worker_init: out of memory");
+    const st_sub_port port = {
+        .spin_ns = w->cfg.spin_ns,
+        .before_claim_hook = w->hooks[ST_HOOK_SUB_BEFORE_CLAIM] != NULL,
+    };
     for (int i = 0; i < n; i++) {
         st_endpoint *ep;
-        int rc = st_thread_endpoint_create(w, i, &ep);
+        int rc = create_sub(w, i, &port, &ep);
         if (rc != STRATA_OK) {
             stop_sub_workers(w);
             return rc;

@@ -24,8 +24,7 @@
 
 #include "chip/chip_internal.h"
 #include "core/buffer.h"
-#include "core/engine.h"
-#include "exec/endpoint.h"
+#include "core/endpoint.h"
 #include "strata/chip.h"
 #include "util/thread_role.h"
 #include "util/error.h"
@@ -395,9 +394,7 @@ static chip_ep *chip_of(strata_worker *w, int id, const char *what) {
         st_fail(STRATA_EINVAL, "%s: worker is NULL", what);
         return NULL;
     }
-    st_engine_lock(w);
-    st_endpoint *ep = id >= 0 && id < w->nnext ? w->next[id].ep : NULL;
-    st_engine_unlock(w);
+    st_endpoint *ep = st_worker_next_endpoint(w, id);
     if (!ep || ep->ops != &chip_ep_ops) {
         st_fail(STRATA_EINVAL, "%s: next-level worker %d is not a chip of this worker", what, id);
         return NULL;
@@ -411,11 +408,8 @@ static chip_ep *owner_of(strata_worker *w, const strata_buffer *b, const char *w
         st_fail(STRATA_EINVAL, "%s: worker and buffer must not be NULL", what);
         return NULL;
     }
-    st_engine_lock(w);
-    int n = w->nnext;
-    st_engine_unlock(w);
-    for (int id = 0; id < n; id++) {
-        st_endpoint *base = w->next[id].ep;
+    st_endpoint *base;
+    for (int id = 0; (base = st_worker_next_endpoint(w, id)) != NULL; id++) {
         if (base->ops != &chip_ep_ops)
             continue;
         chip_ep *ep = (chip_ep *)base;

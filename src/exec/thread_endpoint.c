@@ -2,9 +2,10 @@
  * spin-then-park wait, and completion through the engine's lock-free list.
  *
  * Owns: the worker thread and its mailbox.
- * Must never: touch engine state directly; everything goes through
- * st_endpoint_complete(). The mailbox word is the only shared state. Its
- * transitions, each made by exactly one party:
+ * Must never: touch engine state directly (it sees the engine only through
+ * core/endpoint.h); completions go through st_endpoint_complete(). The
+ * mailbox word is the only shared state. Its transitions, each made by
+ * exactly one party:
  *   IDLE    -> TASK | PINNED  dispatch (engine, after copying the dispatch;
  *                             PINNED: a group member, never lent)
  *   TASK | PINNED -> RUNNING  the worker claims it (compare-and-swap)
@@ -20,7 +21,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/engine.h"
 #include "exec/thread_endpoint.h"
 #include "util/thread_role.h"
 #include "util/assert.h"
@@ -34,8 +34,9 @@ typedef struct thread_ep {
     pthread_t thread;
     st_event mbox;
     uint32_t spin_ns;
-    st_dispatch d;      /* valid while mbox is neither IDLE nor STOP */
-    st_completion comp; /* reused per task; free again once the engine dispatches anew */
+    int before_claim_hook; /* a test watches claims (ST_HOOK_SUB_BEFORE_CLAIM) */
+    st_dispatch d;         /* valid while mbox is neither IDLE nor STOP */
+    st_completion comp;    /* reused per task; free again once the engine dispatches anew */
 } thread_ep;
 
 /* Message set by strata_task_set_error() on the thread running a task body. */
@@ -64,23 +65,17 @@ void st_run_host_callable(const st_dispatch *d, st_completion *c) {
         snprintf(c->msg, sizeof c->msg, "returned %d", rc);
 }
 
-/* The sub worker this thread is (NULL on other threads). */
-static _Thread_local st_endpoint *tls_self;
-
-st_endpoint *st_thread_endpoint_self(void) {
-    return tls_self;
-}
-
 /* Take the task in the mailbox (word value v) for this thread; 0 if a
  * waiting thread took it first. */
 static int claim_task(thread_ep *ep, uint32_t v) {
-    st_hook(ep->base.engine, ST_HOOK_SUB_BEFORE_CLAIM, 0); /* d may change until claimed */
+    if (ep->before_claim_hook)
+        st_endpoint_before_claim(&ep->base); /* d may change until claimed */
     return atomic_compare_exchange_strong(&ep->mbox.value, &v, MBOX_RUNNING);
 }
 
 static void *thread_ep_main(void *arg) {
     thread_ep *ep = arg;
-    tls_self = &ep->base;
+    st_endpoint_bind_thread(&ep->base);
     st_thread_serve(ep->base.engine); /* task bodies here must not wait on this worker */
     int shares_core = 0;              /* the last task came from a caller on this CPU */
     for (;;) {
@@ -165,7 +160,8 @@ static const st_endpoint_ops thread_ep_ops = {
     .lend = thread_ep_lend,
 };
 
-int st_thread_endpoint_create(strata_worker *w, int index, st_endpoint **out) {
+int st_thread_endpoint_create(strata_worker *w, int index, const st_sub_port *port,
+                              st_endpoint **out) {
     thread_ep *ep = calloc(1, sizeof *ep);
     if (!ep)
         return st_fail(STRATA_ENOMEM, "strata_worker_init: out of memory for sub worker %d", index);
@@ -175,7 +171,8 @@ int st_thread_endpoint_create(strata_worker *w, int index, st_endpoint **out) {
     ep->base.worker_id = index;
     atomic_init(&ep->base.last_cpu, -1);
     snprintf(ep->base.label, sizeof ep->base.label, "sub %d", index);
-    ep->spin_ns = w->cfg.spin_ns;
+    ep->spin_ns = port->spin_ns;
+    ep->before_claim_hook = port->before_claim_hook;
     if (pthread_create(&ep->thread, NULL, thread_ep_main, ep) != 0) {
         free(ep);
         return st_fail(STRATA_ENOMEM, "strata_worker_init: could not start sub worker %d", index);

@@ -8,13 +8,12 @@
 #ifndef STRATA_EXEC_THREAD_ENDPOINT_H
 #define STRATA_EXEC_THREAD_ENDPOINT_H
 
-#include "exec/endpoint.h"
+#include "core/endpoint.h"
 
-/* Start sub worker `index` as a thread of this process. */
-int st_thread_endpoint_create(strata_worker *w, int index, st_endpoint **out);
-
-/* The sub worker endpoint the calling thread is, or NULL for any other thread. */
-st_endpoint *st_thread_endpoint_self(void);
+/* Start sub worker `index` of w as a thread of this process (an
+ * st_sub_endpoint_create_fn: exec/worker_init.c hands it to the engine). */
+int st_thread_endpoint_create(strata_worker *w, int index, const st_sub_port *port,
+                              st_endpoint **out);
 
 /* Run a callable body on the current thread and fill c (status + message).
  * Shared by every endpoint that executes host functions. */

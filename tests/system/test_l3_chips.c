@@ -14,7 +14,7 @@
 
 #include "test_support.h"
 
-#include "exec/endpoint.h"
+#include "core/endpoint.h"
 #include "strata/chip.h"
 
 enum { M = 64, N = 32, K = 48, T = 16, HALF = M / 2 };

@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "core/engine.h"
-#include "exec/endpoint.h"
+#include "core/endpoint.h"
 
 /* A hand-driven endpoint: dispatches are recorded; the test completes them. */
 typedef struct manual_ep {

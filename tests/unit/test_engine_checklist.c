@@ -23,7 +23,7 @@
 #include <time.h>
 
 #include "core/engine.h"
-#include "exec/test_endpoint.h"
+#include "test_endpoint.h"
 #include "util/clock.h"
 #include "util/error.h"
 

@@ -3,14 +3,17 @@
  * named test hooks (DESIGN §10):
  *   - a cancellation between the ready decision and the dispatch claim;
  *   - a producer finishing (failing or succeeding) while its consumer is
- *     being wired, before publication. */
+ *     being wired, before publication;
+ *   - a sub worker that found its task and has not claimed it (the seam the
+ *     helping tests hold workers in: it must fire, once per task). */
 #include "test_support.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/engine.h"
-#include "exec/test_endpoint.h"
+#include "test_endpoint.h"
 #include "util/clock.h"
 
 #define SEC 1000000000ull
@@ -167,11 +170,66 @@ static void producer_completing_while_consumer_is_wired_releases_it(void **state
     destroy(f);
 }
 
+/* ---- a sub worker between finding its task and claiming it ---- */
+
+typedef struct claim_watch {
+    pthread_t caller;
+    _Atomic int bodies;    /* task bodies run so far */
+    _Atomic int claims;    /* hook calls so far */
+    _Atomic int late;      /* hook calls that came after their task's body ran */
+    _Atomic int on_caller; /* hook calls on the submitting thread */
+    strata_callable body;
+} claim_watch;
+
+static int watched_body(const strata_task_args *a, void *u) {
+    (void)a;
+    atomic_fetch_add(&((claim_watch *)u)->bodies, 1);
+    return 0;
+}
+
+static void watch_claim(strata_worker *w, st_hook_point at, uint64_t ref, void *ctx) {
+    (void)w, (void)at, (void)ref;
+    claim_watch *cw = ctx;
+    int k = atomic_fetch_add(&cw->claims, 1);
+    if (atomic_load(&cw->bodies) != k) /* runs are one task each, one after the other */
+        atomic_fetch_add(&cw->late, 1);
+    if (pthread_equal(pthread_self(), cw->caller))
+        atomic_fetch_add(&cw->on_caller, 1);
+}
+
+static int orch_one_watched(strata_orch *o, void *arg) {
+    strata_task_args a;
+    strata_args_init(&a);
+    return strata_orch_submit_sub(o, ((claim_watch *)arg)->body, &a);
+}
+
+static void sub_before_claim_fires_on_the_sub_worker_before_each_body(void **state) {
+    (void)state;
+    claim_watch cw = {.caller = pthread_self()};
+    strata_worker_config cfg;
+    strata_worker_config_init(&cfg);
+    cfg.sub_workers = 1;
+    cfg.help_while_waiting = 0; /* every body runs on the sub worker, after its claim */
+    strata_worker *w;
+    assert_ok(strata_worker_create(&cfg, &w));
+    assert_ok(strata_worker_register_sub(w, "watched", watched_body, &cw, &cw.body));
+    st_worker_set_hook(w, ST_HOOK_SUB_BEFORE_CLAIM, watch_claim, &cw); /* before the threads */
+    assert_ok(strata_worker_init(w));
+    for (int r = 0; r < 5; r++)
+        assert_ok(strata_worker_run(w, orch_one_watched, &cw));
+    assert_int_equal(atomic_load(&cw.bodies), 5);
+    assert_int_equal(atomic_load(&cw.claims), 5);
+    assert_int_equal(atomic_load(&cw.late), 0);
+    assert_int_equal(atomic_load(&cw.on_caller), 0);
+    strata_worker_destroy(w);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(cancellation_between_ready_and_claim_prevents_dispatch),
         cmocka_unit_test(producer_failing_while_consumer_is_wired_poisons_it),
         cmocka_unit_test(producer_completing_while_consumer_is_wired_releases_it),
+        cmocka_unit_test(sub_before_claim_fires_on_the_sub_worker_before_each_body),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -12,7 +12,7 @@
 #include <time.h>
 
 #include "core/engine.h"
-#include "exec/endpoint.h"
+#include "core/endpoint.h"
 
 /* A "device" that finishes each task on the third progress() call after its
  * dispatch. Everything below `mu` is protected by it. */

@@ -10,7 +10,7 @@
 #include <time.h>
 
 #include "core/engine.h"
-#include "exec/test_endpoint.h"
+#include "test_endpoint.h"
 #include "util/error.h"
 
 #define SEC 1000000000ull

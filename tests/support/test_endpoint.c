@@ -1,11 +1,11 @@
-/* exec/test_endpoint.c - the scriptable test endpoint.
+/* tests/support/test_endpoint.c - the scriptable test endpoint.
  *
  * Owns: its thread, its dispatch log (under its own mutex: protects the log,
  * the held-task flag and the activation list; never held while calling the
  * engine) and a one-task mailbox like the thread endpoint's.
  * Must never: complete a task twice or block the dispatching thread.
  */
-#include "exec/test_endpoint.h"
+#include "test_endpoint.h"
 
 #include <pthread.h>
 #include <sched.h>

@@ -1,13 +1,15 @@
-/* exec/endpoint.h - the parent's handle on one child worker (DESIGN §6).
+/* core/endpoint.h - the parent's handle on one child worker (DESIGN §6).
  *
- * Owns: the endpoint interface every kind of child implements (thread-hosted
- * sub workers, the scriptable test endpoint, chips, process mailboxes) and the
- * completion records endpoints hand back to the engine.
+ * Owns: the endpoint interface the engine calls and every kind of child
+ * implements (thread-hosted sub workers, chips, the tests' scriptable
+ * endpoint, later process mailboxes), and the completion records endpoints
+ * hand back to the engine. The engine owns this interface and knows no
+ * concrete endpoint; endpoints see the engine only through the calls below.
  * Must never: let an endpoint fail loudly. A rejected dispatch is completed as
  * an endpoint failure through st_endpoint_complete(), exactly once.
  */
-#ifndef STRATA_EXEC_ENDPOINT_H
-#define STRATA_EXEC_ENDPOINT_H
+#ifndef STRATA_CORE_ENDPOINT_H
+#define STRATA_CORE_ENDPOINT_H
 
 #include <stdatomic.h>
 #include <stdint.h>
@@ -92,6 +94,10 @@ struct st_endpoint {
     char label[64];       /* e.g. "sub 1", "chip sim:0"; used in error messages */
 };
 
+/* ---- What an endpoint may ask of the engine -------------------------------------------
+ * Endpoints see the engine only through these calls (the engine stays an
+ * incomplete type to them): they never include core/engine.h. */
+
 /* Hand a filled completion record to the engine (any thread, any time).
  * The record must stay untouched until the engine dispatches to ep again. */
 void st_endpoint_complete(st_endpoint *ep, st_completion *c);
@@ -100,9 +106,44 @@ void st_endpoint_complete(st_endpoint *ep, st_completion *c);
 void st_endpoint_complete_with(st_endpoint *ep, st_completion *c, const st_dispatch *d, int status,
                                const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 
+/* The calling thread hosts sub worker ep from now on (its endpoint thread says
+ * so once, before it waits for work). A scheduler pass on such a thread hands
+ * it the next sub task itself (a chain stays on one thread), and a wait on it
+ * never helps (core/helping.c). */
+void st_endpoint_bind_thread(st_endpoint *ep);
+
+/* A sub worker thread found a task in its mailbox and has not claimed it yet:
+ * the tests' seam ST_HOOK_SUB_BEFORE_CLAIM (no lock held). Called only when
+ * st_sub_port.before_claim_hook says a test set it. */
+void st_endpoint_before_claim(st_endpoint *ep);
+
+/* ---- Creating endpoints: the exec layer names them, the engine starts them ---- */
+
+/* The settings the engine hands a sub worker endpoint it creates, fixed by
+ * then (hooks are set before strata_worker_init): read once at creation, so
+ * the per-task path needs no call into the engine. */
+typedef struct st_sub_port {
+    uint32_t spin_ns;      /* spin this long waiting for work before parking */
+    int before_claim_hook; /* a test seam is set: call st_endpoint_before_claim per claim */
+} st_sub_port;
+
+/* Create sub worker `index` of engine e (set ops, engine, is_sub = 1,
+ * worker_id = index, last_cpu = -1 and the label) and start it. */
+typedef int (*st_sub_endpoint_create_fn)(st_engine *e, int index, const st_sub_port *port,
+                                         st_endpoint **out);
+
+/* strata_worker_init's body, with the sub worker endpoint left open: starts
+ * w's sub workers through create_sub, then its scheduler thread. On failure
+ * everything started is stopped again and w stays CREATED. exec/worker_init.c
+ * is the only caller. */
+int st_worker_start(strata_worker *w, st_sub_endpoint_create_fn create_sub);
+
 /* Internal registration of a next-level endpoint on a worker before init
  * (chips and the test endpoint use this). The worker takes ownership. */
 int st_worker_add_endpoint(strata_worker *w, st_endpoint *ep, int *worker_id_out);
+
+/* Next-level endpoint `worker_id` of w, or NULL if there is none (takes the engine lock). */
+st_endpoint *st_worker_next_endpoint(strata_worker *w, int worker_id);
 
 /* Register a next-level callable (a test function, or a chip program). */
 int st_register_next_level(strata_worker *w, const char *name, strata_sub_fn fn, void *user,

@@ -1,16 +1,17 @@
-/* exec/test_endpoint.h - a scriptable in-process next-level endpoint for
- * tests and benchmarks (stands in for chips until they exist).
+/* tests/support/test_endpoint.h - a scriptable in-process next-level endpoint
+ * for tests: it plugs into the engine's endpoint interface like a chip does.
  *
  * Owns: one worker thread that executes dispatched tasks with scripted
  * delays, failures and (in manual mode) a completion order chosen by the test.
- * Must never: be used as a production endpoint; it logs every dispatch.
+ * Must never: be built into the library (it is compiled into the tests only)
+ * or used as a production endpoint; it logs every dispatch.
  */
-#ifndef STRATA_EXEC_TEST_ENDPOINT_H
-#define STRATA_EXEC_TEST_ENDPOINT_H
+#ifndef STRATA_TEST_ENDPOINT_H
+#define STRATA_TEST_ENDPOINT_H
 
 #include <stdint.h>
 
-#include "exec/endpoint.h"
+#include "core/endpoint.h"
 
 typedef struct st_test_ep st_test_ep;
 
