@@ -8,18 +8,23 @@
 #      coverage of src/ (lcov; per-file report in <prefix>-cov/coverage/)
 #   3. AddressSanitizer + UBSan build + every CTest test
 #   4. ThreadSanitizer build + the tests labelled "concurrency"
-#   5. benchmark smoke run: each bench executable with --quick must exit 0
+#   5. fuzz: the libFuzzer API target (tests/fuzz/fuzz_api.c) built with
+#      clang + ASan + UBSan and run for STRATA_FUZZ_SECONDS from the saved
+#      corpus (tests/fuzz/corpus); a crash fails the stage and is kept in
+#      <prefix>-fuzz/crashes/ to be added to the corpus as a regression input
+#   6. benchmark smoke run: each bench executable with --quick must exit 0
 # Every stage that runs tests puts "passed/total" in the summary table.
 # Must never: stop at the first failing stage without a summary, hide a failure
 # behind exit status 0, or use more than STRATA_JOBS cores.
 #
-# Usage: scripts/test.sh [normal] [coverage] [asan] [tsan] [bench]
+# Usage: scripts/test.sh [normal] [coverage] [asan] [tsan] [fuzz] [bench]
 #        (default: all stages, in this order)
 # Environment:
 #   STRATA_BUILD_PREFIX  build directory of stage 1 (default <repo>/build);
 #                        stages 2-4 use <prefix>-cov, <prefix>-asan, <prefix>-tsan
 #   STRATA_JOBS          parallel compile and test jobs (default 2)
 #   STRATA_BENCH_TIMEOUT seconds one benchmark smoke run may take (default 300)
+#   STRATA_FUZZ_SECONDS  how long the fuzz stage fuzzes (default 60)
 #   STRATA_SANITIZER_NO_ASLR=1  run sanitizer tests under setarch -R even if
 #                        the probe says it is not needed
 set -uo pipefail
@@ -28,6 +33,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PREFIX="${STRATA_BUILD_PREFIX:-$ROOT/build}"
 JOBS="${STRATA_JOBS:-2}"
 BENCH_TIMEOUT="${STRATA_BENCH_TIMEOUT:-300}"
+FUZZ_SECONDS="${STRATA_FUZZ_SECONDS:-60}"
 
 # Sanitizer behaviour: fail on the first UB report, keep leak checking on, and
 # give TSan the second stack of lock-order reports.
@@ -294,6 +300,48 @@ stage_coverage() {
     record_ctest_stage "coverage" "$start" "$rc" "$COVERAGE_NOTE"
 }
 
+# The fuzzer works on a copy of the corpus: what it adds stays in the build
+# tree, so a run never dirties the checkout. Only a crash (or a leak, a hang,
+# an engine assertion) fails the stage.
+stage_fuzz() {
+    local dir="$PREFIX-fuzz" start rc execs
+    if ! command -v clang >/dev/null 2>&1; then
+        echo "fuzz: clang is not installed (apt-get install clang libclang-rt-dev;" \
+            "scripts/deps.sh test installs them as root)" >&2
+        record_stage "fuzz" FAIL 0 "clang not installed"
+        return
+    fi
+    run_stage "fuzz-build" bash -c 'cmake -S "$1" -B "$2" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+        -DCMAKE_C_COMPILER=clang -DSTRATA_SANITIZE=address -DSTRATA_FUZZ=ON \
+        -DSTRATA_BUILD_BENCH=OFF -DSTRATA_BUILD_EXAMPLES=OFF &&
+        cmake --build "$2" -j"$3" --target fuzz_api' _ "$ROOT" "$dir" "$JOBS" || {
+        record_stage "fuzz" SKIP 0 "build failed"
+        return
+    }
+    banner "fuzz"
+    start=$SECONDS
+    rm -rf "$dir/corpus" "$dir/crashes"
+    mkdir -p "$dir/corpus" "$dir/crashes"
+    cp "$ROOT"/tests/fuzz/corpus/* "$dir/corpus/"
+    if ! choose_sanitizer_prefix address,undefined; then
+        record_stage "fuzz" FAIL $((SECONDS - start)) "sanitizer runtime cannot start"
+        return
+    fi
+    "${SANITIZER_PREFIX[@]}" "$dir/tests/fuzz_api" "$dir/corpus" -max_total_time="$FUZZ_SECONDS" \
+        -max_len=512 -timeout=60 -rss_limit_mb=4096 -print_final_stats=1 \
+        -artifact_prefix="$dir/crashes/" 2>&1 | tee "$dir/fuzz.log" | tail -n 30
+    rc=${PIPESTATUS[0]}
+    SANITIZER_PREFIX=()
+    execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$dir/fuzz.log")
+    if [ "$rc" -eq 0 ] && [ -n "$execs" ]; then
+        record_stage "fuzz" PASS $((SECONDS - start)) "${execs} inputs in ${FUZZ_SECONDS} s, no crash"
+    else
+        echo "fuzz: failed (status $rc); inputs in $dir/crashes/:" >&2
+        ls "$dir/crashes" >&2
+        record_stage "fuzz" FAIL $((SECONDS - start)) "crash: see $dir/crashes/"
+    fi
+}
+
 stage_asan() {
     local dir="$PREFIX-asan"
     run_stage "asan-build" configure_and_build "$dir" address \
@@ -395,18 +443,18 @@ stage_bench() {
 
 stages=("$@")
 if [ ${#stages[@]} -eq 0 ]; then
-    stages=(normal coverage asan tsan bench)
+    stages=(normal coverage asan tsan fuzz bench)
 fi
 for s in "${stages[@]}"; do
     case "$s" in
-    normal | coverage | asan | tsan | bench) ;;
+    normal | coverage | asan | tsan | fuzz | bench) ;;
     -h | --help)
         # The header comment, up to the first line that is not a comment.
         awk 'NR > 1 && !/^#/ {exit} NR > 1 {sub(/^# ?/, ""); print}' "$0"
         exit 0
         ;;
     *)
-        echo "test.sh: unknown stage '$s' (normal, coverage, asan, tsan, bench)" >&2
+        echo "test.sh: unknown stage '$s' (normal, coverage, asan, tsan, fuzz, bench)" >&2
         exit 2
         ;;
     esac
@@ -422,6 +470,7 @@ for s in "${stages[@]}"; do
     coverage) stage_coverage ;;
     asan) stage_asan ;;
     tsan) stage_tsan ;;
+    fuzz) stage_fuzz ;;
     bench) stage_bench ;;
     esac
 done
