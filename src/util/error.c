@@ -31,6 +31,10 @@ int st_fail_msg(int status, const char *msg) {
     return status;
 }
 
+int st_fail_nomem(const char *what, size_t bytes) {
+    return st_fail(STRATA_ENOMEM, "%s: cannot allocate %zu bytes (out of memory)", what, bytes);
+}
+
 void st_clear_error(void) {
     last_error[0] = '\0';
 }

@@ -7,6 +7,7 @@
 #define STRATA_UTIL_ERROR_H
 
 #include <stdarg.h>
+#include <stddef.h>
 
 #include "strata/status.h"
 
@@ -19,6 +20,11 @@ int st_failv(int status, const char *fmt, va_list ap);
 
 /* Set the last error to an already formatted message. */
 int st_fail_msg(int status, const char *msg);
+
+/* Record that `what` could not be allocated: STRATA_ENOMEM, with a message
+ * naming it and its size ("strata_buffer_create: the buffer record: cannot
+ * allocate 48 bytes (out of memory)"). */
+int st_fail_nomem(const char *what, size_t bytes);
 
 /* Clear the last error (successful public calls do not clear it). */
 void st_clear_error(void);
