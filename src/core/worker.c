@@ -13,6 +13,7 @@
 #include "core/engine.h"
 #include "core/helping.h"
 #include "exec/thread_endpoint.h"
+#include "util/alloc.h"
 #include "util/clock.h"
 #include "util/error.h"
 
@@ -77,9 +78,9 @@ int strata_worker_create(const strata_worker_config *cfg, strata_worker **out) {
         return st_fail(STRATA_EINVAL, "strata_worker_create: cfg and out must not be NULL");
     *out = NULL;
     STRATA_TRY(check_config(cfg));
-    strata_worker *w = calloc(1, sizeof *w);
+    strata_worker *w = st_calloc(1, sizeof *w);
     if (!w)
-        return st_fail(STRATA_ENOMEM, "strata_worker_create: out of memory");
+        return st_fail_nomem("strata_worker_create: the worker", sizeof *w);
     w->cfg = *cfg;
     atomic_store(&w->next_buffer_id, 1);
     w->orch.w = w;
@@ -88,9 +89,8 @@ int strata_worker_create(const strata_worker_config *cfg, strata_worker **out) {
         rc = st_tmap_init(&w->tmap);
     if (rc != STRATA_OK) {
         st_slots_destroy(&w->slots);
-        free(w);
-        return st_fail(rc, "strata_worker_create: out of memory for %u task slots",
-                       cfg->task_window);
+        st_free(w);
+        return st_fail_prefix(rc, "strata_worker_create"); /* init described the failure */
     }
     st_tmap_set_alive_fn(&w->tmap, tmap_alive, w);
     st_tmap_set_fp_fn(&w->tmap, st_orch_fp_of, w); /* entries keep byte ranges only */
@@ -99,8 +99,8 @@ int strata_worker_create(const strata_worker_config *cfg, strata_worker **out) {
     if (rc != STRATA_OK) {
         st_tmap_destroy(&w->tmap);
         st_slots_destroy(&w->slots);
-        free(w);
-        return rc; /* st_heap_init described the failure */
+        st_free(w);
+        return st_fail_prefix(rc, "strata_worker_create"); /* st_heap_init described it */
     }
     *out = w;
     return STRATA_OK;
@@ -115,9 +115,10 @@ int st_worker_add_endpoint(strata_worker *w, st_endpoint *ep, int *worker_id_out
         return st_fail(STRATA_ECAPACITY, "at most %d next-level workers", STRATA_MAX_NEXT_LEVEL);
     if (w->nnext == w->cap_next) {
         int ncap = w->cap_next ? w->cap_next * 2 : 8;
-        st_next_state *nn = realloc(w->next, sizeof *nn * (size_t)ncap);
+        st_next_state *nn = st_realloc(w->next, sizeof *nn * (size_t)ncap);
         if (!nn)
-            return st_fail(STRATA_ENOMEM, "add endpoint: out of memory");
+            return st_fail_nomem("adding a next-level worker: the endpoint table",
+                                 sizeof *nn * (size_t)ncap);
         w->next = nn;
         w->cap_next = ncap;
     }
@@ -152,9 +153,11 @@ static int register_callable(strata_worker *w, const char *name, st_callable_kin
                        sizeof((st_callable_info *)0)->name - 1);
     if (kind == ST_CALLABLE_SUB && !fn)
         return st_fail(STRATA_EINVAL, "%s: '%s': function is NULL", what, name);
-    st_callable_info *ci = calloc(1, sizeof *ci);
-    if (!ci)
-        return st_fail(STRATA_ENOMEM, "%s: out of memory", what);
+    st_callable_info *ci = st_calloc(1, sizeof *ci);
+    if (!ci) {
+        st_fail_nomem("the callable's record", sizeof *ci);
+        return st_fail_prefix(STRATA_ENOMEM, what);
+    }
     memcpy(ci->name, name, len + 1);
     ci->kind = kind;
     ci->fn = fn;
@@ -181,7 +184,7 @@ static int register_callable(strata_worker *w, const char *name, st_callable_kin
     }
     st_engine_unlock(w);
     if (rc != STRATA_OK)
-        free(ci);
+        st_free(ci);
     return rc;
 }
 
@@ -214,11 +217,15 @@ int strata_worker_init(strata_worker *w) {
         return st_fail(STRATA_ESTATE, "strata_worker_init: already initialised%s",
                        w->state == ST_WORKER_CLOSED ? " and closed" : "");
     int n = (int)w->cfg.sub_workers;
-    w->subs = calloc((size_t)(n ? n : 1), sizeof *w->subs);
-    w->idle_subs = calloc((size_t)(n ? n : 1), sizeof *w->idle_subs);
-    w->reserved = calloc((size_t)(w->nnext ? w->nnext : 1), sizeof *w->reserved);
-    if (!w->subs || !w->idle_subs || !w->reserved)
-        return st_fail(STRATA_ENOMEM, "strata_worker_init: out of memory");
+    size_t nsub = (size_t)(n ? n : 1), nnext = (size_t)(w->nnext ? w->nnext : 1);
+    if (!(w->subs = st_calloc(nsub, sizeof *w->subs)))
+        return st_fail_nomem("strata_worker_init: the sub worker table", nsub * sizeof *w->subs);
+    if (!(w->idle_subs = st_calloc(nsub, sizeof *w->idle_subs)))
+        return st_fail_nomem("strata_worker_init: the idle sub worker stack",
+                             nsub * sizeof *w->idle_subs);
+    if (!(w->reserved = st_calloc(nnext, sizeof *w->reserved)))
+        return st_fail_nomem("strata_worker_init: the next-level reservations",
+                             nnext * sizeof *w->reserved);
     for (int i = 0; i < n; i++) {
         st_endpoint *ep;
         int rc = st_thread_endpoint_create(w, i, &ep);
@@ -294,16 +301,16 @@ void strata_worker_destroy(strata_worker *w) {
         return;
     strata_worker_close(w);
     for (int i = 0; i < w->ncallables; i++)
-        free(w->callables[i]);
-    free(w->subs);
-    free(w->idle_subs);
-    free(w->reserved);
-    free(w->next);
-    free(w->orch.scope_refs);
+        st_free(w->callables[i]);
+    st_free(w->subs);
+    st_free(w->idle_subs);
+    st_free(w->reserved);
+    st_free(w->next);
+    st_free(w->orch.scope_refs);
     st_heap_destroy(&w->heap);
     st_tmap_destroy(&w->tmap);
     st_slots_destroy(&w->slots);
-    free(w);
+    st_free(w);
 }
 
 /* ---- runs ---------------------------------------------------------------- */

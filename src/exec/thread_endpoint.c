@@ -22,6 +22,7 @@
 
 #include "core/engine.h"
 #include "exec/thread_endpoint.h"
+#include "util/alloc.h"
 #include "util/assert.h"
 #include "util/error.h"
 #include "util/futex.h"
@@ -151,7 +152,7 @@ static void thread_ep_stop(st_endpoint *base) {
 static void thread_ep_destroy(st_endpoint *base) {
     thread_ep *ep = (thread_ep *)base;
     pthread_join(ep->thread, NULL);
-    free(ep);
+    st_free(ep);
 }
 
 static const st_endpoint_ops thread_ep_ops = {
@@ -164,9 +165,9 @@ static const st_endpoint_ops thread_ep_ops = {
 };
 
 int st_thread_endpoint_create(strata_worker *w, int index, st_endpoint **out) {
-    thread_ep *ep = calloc(1, sizeof *ep);
+    thread_ep *ep = st_calloc(1, sizeof *ep);
     if (!ep)
-        return st_fail(STRATA_ENOMEM, "strata_worker_init: out of memory for sub worker %d", index);
+        return st_fail_nomem("strata_worker_init: a sub worker", sizeof *ep);
     ep->base.ops = &thread_ep_ops;
     ep->base.engine = w;
     ep->base.is_sub = 1;
@@ -175,7 +176,7 @@ int st_thread_endpoint_create(strata_worker *w, int index, st_endpoint **out) {
     snprintf(ep->base.label, sizeof ep->base.label, "sub %d", index);
     ep->spin_ns = w->cfg.spin_ns;
     if (pthread_create(&ep->thread, NULL, thread_ep_main, ep) != 0) {
-        free(ep);
+        st_free(ep);
         return st_fail(STRATA_ENOMEM, "strata_worker_init: could not start sub worker %d", index);
     }
     *out = &ep->base;

@@ -26,6 +26,10 @@ int st_fail_msg(int status, const char *msg);
  * allocate 48 bytes (out of memory)"). */
 int st_fail_nomem(const char *what, size_t bytes);
 
+/* Put `prefix: ` before this thread's last message and return `status`
+ * (a caller names itself in front of a failure a callee described). */
+int st_fail_prefix(int status, const char *prefix);
+
 /* Clear the last error (successful public calls do not clear it). */
 void st_clear_error(void);
 
