@@ -1,8 +1,9 @@
 /* util/alloc.c - the one allocator of the runtime, with a failure hook.
  *
  * Owns: the libc allocation calls and anonymous mappings (nothing else in
- * src/ calls them), and the hook's state. Must never: take a lock, or touch
- * more than the `armed` word on an allocation while the hook is off.
+ * src/ calls them), the hook's state and the count of live mappings.
+ * Must never: take a lock, or touch more than the `armed` word on a heap
+ * allocation while the hook is off.
  *
  * The hook: `armed` is read relaxed on every allocation; only when it is set
  * does an allocation take the slow path, which reads the plan (written before
@@ -25,6 +26,7 @@ static _Atomic uint64_t hook_epoch;   /* bumped by every arm */
 static _Atomic uint64_t hook_counted;
 static _Atomic uint64_t hook_failed;
 static _Thread_local uint64_t tls_epoch; /* the epoch this thread armed, if any */
+static _Atomic int64_t live_maps;        /* mappings are rare: always counted */
 
 /* Whether this allocation is one the armed plan makes fail (counting it). */
 static __attribute__((noinline, cold)) int hook_says_fail(void) {
@@ -78,12 +80,17 @@ void *st_map_anon(size_t n, int flags) {
     if (should_fail())
         return NULL;
     void *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_ANONYMOUS | flags, -1, 0);
-    return p == MAP_FAILED ? NULL : p;
+    if (p == MAP_FAILED)
+        return NULL;
+    atomic_fetch_add_explicit(&live_maps, 1, memory_order_relaxed);
+    return p;
 }
 
 void st_unmap(void *p, size_t n) {
-    if (p)
-        munmap(p, n);
+    if (!p)
+        return;
+    munmap(p, n);
+    atomic_fetch_sub_explicit(&live_maps, 1, memory_order_relaxed);
 }
 
 /* ---- the hook ---------------------------------------------------------------- */
@@ -109,4 +116,8 @@ uint64_t st_alloc_counted(void) {
 
 uint64_t st_alloc_failed(void) {
     return atomic_load_explicit(&hook_failed, memory_order_relaxed);
+}
+
+int64_t st_alloc_live_maps(void) {
+    return atomic_load_explicit(&live_maps, memory_order_relaxed);
 }

@@ -1,7 +1,7 @@
 // label: concurrency
 /* tests/unit/test_alloc.c - the allocator's failure hook: counting, the n-th
- * allocation failing once or from then on, thread scope, turning it off, and
- * the out-of-memory message.
+ * allocation failing once or from then on, thread scope, turning it off, the
+ * count of live mappings, and the out-of-memory message.
  */
 #include <pthread.h>
 #include <string.h>
@@ -142,6 +142,24 @@ static void test_all_threads_scope_counts_others(void **state) {
     assert_int_equal(st_alloc_failed(), 1);
 }
 
+static void test_live_maps_counts_mappings(void **state) {
+    (void)state;
+    int64_t before = st_alloc_live_maps();
+    void *a = st_map_anon(4096, MAP_PRIVATE), *b = st_map_anon(8192, MAP_SHARED);
+    assert_non_null(a);
+    assert_non_null(b);
+    assert_int_equal(st_alloc_live_maps(), before + 2);
+    st_unmap(a, 4096);
+    st_unmap(NULL, 4096); /* nothing mapped: nothing counted */
+    assert_int_equal(st_alloc_live_maps(), before + 1);
+    st_unmap(b, 8192);
+    assert_int_equal(st_alloc_live_maps(), before);
+    st_alloc_fail_after(1, ST_ALLOC_FAIL_ONCE, ST_ALLOC_THIS_THREAD);
+    assert_null(st_map_anon(4096, MAP_PRIVATE)); /* a failed mapping is not live */
+    st_alloc_hook_off();
+    assert_int_equal(st_alloc_live_maps(), before);
+}
+
 static void test_nomem_message_names_what_and_size(void **state) {
     (void)state;
     assert_status(STRATA_ENOMEM, st_fail_nomem("strata_test: the widget", 4096));
@@ -159,6 +177,7 @@ int main(void) {
         cmocka_unit_test(test_aligned_alloc_rounds_up),
         cmocka_unit_test(test_this_thread_scope_ignores_others),
         cmocka_unit_test(test_all_threads_scope_counts_others),
+        cmocka_unit_test(test_live_maps_counts_mappings),
         cmocka_unit_test(test_nomem_message_names_what_and_size),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
