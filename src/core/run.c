@@ -60,12 +60,11 @@ void st_run_record_error(st_run *r, int status, const char *fmt, ...) {
     if (r->error_status != 0)
         return; /* first error wins */
     r->error_status = status ? status : STRATA_ETASK;
-    char buf[1024];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
+    vsnprintf(r->error_buf, sizeof r->error_buf, fmt, ap);
     va_end(ap);
-    r->error_msg = st_strdup(buf);
+    r->error_msg = r->error_buf;
 }
 
 static void free_queues(st_run *r) {
@@ -82,7 +81,6 @@ void st_run_unref(st_run *r) {
     if (atomic_fetch_sub(&r->refs, 1) != 1)
         return;
     free_queues(r);
-    st_free(r->error_msg);
     st_free(r);
 }
 
