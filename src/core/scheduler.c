@@ -266,9 +266,10 @@ static void record_member_failure(strata_worker *w, st_slot *s, const st_complet
         snprintf(mbuf, sizeof mbuf, " member %u", c->member);
         member = mbuf;
     }
-    st_run_record_error(s->run, c->status == STRATA_EENDPOINT ? STRATA_EENDPOINT : STRATA_ETASK,
-                        "run %llu: L%d worker %s: %s%s failed: %s", (unsigned long long)s->run->id,
-                        w->cfg.level, c->ep->label, label, member,
+    int status =
+        c->status == STRATA_EENDPOINT || c->status == STRATA_ENOMEM ? c->status : STRATA_ETASK;
+    st_run_record_error(s->run, status, "run %llu: L%d worker %s: %s%s failed: %s",
+                        (unsigned long long)s->run->id, w->cfg.level, c->ep->label, label, member,
                         c->msg[0] ? c->msg : "(no message)");
 }
 

@@ -165,8 +165,9 @@ static void submit_task(chip_ep *ep, chip_task *t, uint32_t slot, int activated)
         rc = st_lane_submit_leased(st_chip_lane(ep->chip), &req, lease, ++ep->native_runs,
                                    t->d.dispatch_id, activated, &t->run);
     }
-    if (rc != STRATA_OK) {
-        fill_completion(t, STRATA_EENDPOINT, strata_error_message());
+    if (rc != STRATA_OK) { /* out of memory stays that: the chip itself is fine */
+        fill_completion(t, rc == STRATA_ENOMEM ? STRATA_ENOMEM : STRATA_EENDPOINT,
+                        strata_error_message());
         complete_task(ep, t);
         return;
     }
