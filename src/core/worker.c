@@ -200,24 +200,27 @@ int st_register_next_level(strata_worker *w, const char *name, strata_sub_fn fn,
                              "register next-level callable");
 }
 
-/* Stop and join the sub workers started so far (init rollback). */
-static void stop_sub_workers(strata_worker *w) {
+/* Init rollback: stop and join the sub workers started so far and free the
+ * tables, so the worker is as created and init may be retried. */
+static int init_failed(strata_worker *w, int rc) {
     for (int k = 0; k < w->nsubs; k++) {
         w->subs[k].ep->ops->stop(w->subs[k].ep);
         w->subs[k].ep->ops->destroy(w->subs[k].ep);
     }
     w->nsubs = 0;
     w->nidle_subs = 0;
+    st_free(w->subs);
+    st_free(w->idle_subs);
+    st_free(w->reserved);
+    w->subs = NULL;
+    w->idle_subs = NULL;
+    w->reserved = NULL;
+    return rc;
 }
 
-int strata_worker_init(strata_worker *w) {
-    if (!w)
-        return st_fail(STRATA_EINVAL, "strata_worker_init: worker is NULL");
-    if (w->state != ST_WORKER_CREATED)
-        return st_fail(STRATA_ESTATE, "strata_worker_init: already initialised%s",
-                       w->state == ST_WORKER_CLOSED ? " and closed" : "");
-    int n = (int)w->cfg.sub_workers;
-    size_t nsub = (size_t)(n ? n : 1), nnext = (size_t)(w->nnext ? w->nnext : 1);
+static int alloc_init_tables(strata_worker *w) {
+    size_t nsub = w->cfg.sub_workers ? w->cfg.sub_workers : 1;
+    size_t nnext = (size_t)(w->nnext ? w->nnext : 1);
     if (!(w->subs = st_calloc(nsub, sizeof *w->subs)))
         return st_fail_nomem("strata_worker_init: the sub worker table", nsub * sizeof *w->subs);
     if (!(w->idle_subs = st_calloc(nsub, sizeof *w->idle_subs)))
@@ -226,13 +229,24 @@ int strata_worker_init(strata_worker *w) {
     if (!(w->reserved = st_calloc(nnext, sizeof *w->reserved)))
         return st_fail_nomem("strata_worker_init: the next-level reservations",
                              nnext * sizeof *w->reserved);
+    return STRATA_OK;
+}
+
+int strata_worker_init(strata_worker *w) {
+    if (!w)
+        return st_fail(STRATA_EINVAL, "strata_worker_init: worker is NULL");
+    if (w->state != ST_WORKER_CREATED)
+        return st_fail(STRATA_ESTATE, "strata_worker_init: already initialised%s",
+                       w->state == ST_WORKER_CLOSED ? " and closed" : "");
+    int rc = alloc_init_tables(w);
+    if (rc != STRATA_OK)
+        return init_failed(w, rc);
+    int n = (int)w->cfg.sub_workers;
     for (int i = 0; i < n; i++) {
         st_endpoint *ep;
-        int rc = st_thread_endpoint_create(w, i, &ep);
-        if (rc != STRATA_OK) {
-            stop_sub_workers(w);
-            return rc;
-        }
+        rc = st_thread_endpoint_create(w, i, &ep);
+        if (rc != STRATA_OK)
+            return init_failed(w, rc);
         w->subs[i].ep = ep;
         w->nsubs++;
     }
@@ -240,11 +254,9 @@ int strata_worker_init(strata_worker *w) {
     for (int i = 0; i < n; i++)
         w->idle_subs[i] = n - 1 - i;
     w->nidle_subs = n;
-    int rc = st_sched_start(w);
-    if (rc != STRATA_OK) {
-        stop_sub_workers(w); /* the worker stays CREATED: init may be retried */
-        return rc;
-    }
+    rc = st_sched_start(w);
+    if (rc != STRATA_OK)
+        return init_failed(w, rc); /* the worker stays CREATED: init may be retried */
     st_engine_lock(w);
     w->state = ST_WORKER_RUNNING;
     st_engine_unlock(w);
