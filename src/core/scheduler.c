@@ -212,10 +212,7 @@ void st_enqueue_ready(strata_worker *w, st_slot *s) {
         st_task_label(w, s, label, sizeof label);
         st_run_record_error(r, STRATA_ENOMEM, "run %llu: %s: queueing the task: %s",
                             (unsigned long long)r->id, label, strata_error_message());
-        if (st_slot_fail_claim(s) != ST_STATE_COUNT) {
-            s->fail_status = STRATA_ENOMEM;
-            st_settle_failed_unstarted(w, s);
-        }
+        st_poison(w, s, STRATA_ENOMEM); /* its consumers too: they would wait forever */
     }
 }
 
