@@ -22,8 +22,8 @@ int st_failv(int status, const char *fmt, va_list ap);
 int st_fail_msg(int status, const char *msg);
 
 /* Record that `what` could not be allocated: STRATA_ENOMEM, with a message
- * naming it and its size ("strata_buffer_create: the buffer record: cannot
- * allocate 48 bytes (out of memory)"). */
+ * naming it and its size ("strata_buffer_create: the buffer's memory: cannot
+ * allocate 4096 bytes (out of memory)"). */
 int st_fail_nomem(const char *what, size_t bytes);
 
 /* Put `prefix: ` before this thread's last message and return `status`
