@@ -32,7 +32,6 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/mman.h>
 
 #include "test_support.h"
 
