@@ -20,6 +20,7 @@
 #include "chip/chip_internal.h"
 #include "chip/chip_worker.h"
 #include "chip/run_lane.h"
+#include "util/alloc.h"
 #include "util/clock.h"
 #include "util/error.h"
 #include "util/view.h"
@@ -143,7 +144,7 @@ static void free_chip(strata_chip *chip) {
     st_lane_release(chip->lane);
     st_chip_worker_free(chip->cw);
     pthread_mutex_destroy(&chip->mu);
-    free(chip);
+    st_free(chip);
 }
 
 int strata_chip_open(const strata_chip_config *cfg, strata_chip **out) {
@@ -151,14 +152,14 @@ int strata_chip_open(const strata_chip_config *cfg, strata_chip **out) {
         return st_fail(STRATA_EINVAL, "strata_chip_open: NULL config or output");
     *out = NULL;
     STRATA_TRY(validate_config(cfg));
-    strata_chip *chip = calloc(1, sizeof *chip);
+    strata_chip *chip = st_calloc(1, sizeof *chip);
     if (!chip)
-        return st_fail(STRATA_ENOMEM, "strata_chip_open: out of memory");
+        return st_fail_nomem("strata_chip_open: the chip", sizeof *chip);
     pthread_mutex_init(&chip->mu, NULL);
     chip->cw = st_chip_worker_new();
     if (!chip->cw) {
         free_chip(chip);
-        return STRATA_ENOMEM;
+        return st_fail_prefix(STRATA_ENOMEM, "strata_chip_open");
     }
     st_chip_worker_config wc = {.backend = cfg->backend,
                                 .entry = cfg->backend_entry,

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/alloc.h"
 #include "util/assert.h"
 #include "util/error.h"
 
@@ -139,9 +140,9 @@ void st_gen_filter_reset(st_gen_filter *f) {
 
 st_chip_worker *st_chip_worker_new(void) {
     size_t size = (sizeof(st_chip_worker) + 63) / 64 * 64;
-    st_chip_worker *cw = aligned_alloc(64, size);
+    st_chip_worker *cw = st_aligned_alloc(64, size);
     if (!cw) {
-        st_fail(STRATA_ENOMEM, "out of memory creating a ChipWorker");
+        st_fail_nomem("the ChipWorker", size);
         return NULL;
     }
     memset(cw, 0, size);
@@ -279,7 +280,7 @@ void st_chip_worker_free(st_chip_worker *cw) {
         return;
     st_chip_worker_finalize(cw);
     pthread_mutex_destroy(&cw->mu);
-    free(cw);
+    st_free(cw);
 }
 
 const char *st_chip_worker_label(const st_chip_worker *cw) {

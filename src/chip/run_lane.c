@@ -29,6 +29,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "util/alloc.h"
 #include "util/assert.h"
 #include "util/clock.h"
 #include "util/error.h"
@@ -85,7 +86,7 @@ static void lane_drop(st_run_lane *lane) {
         return;
     pthread_cond_destroy(&lane->cv);
     pthread_mutex_destroy(&lane->mu);
-    free(lane);
+    st_free(lane);
 }
 
 static void run_hold(st_lane_run *r) {
@@ -96,7 +97,7 @@ static void run_drop(st_lane_run *r) {
     if (atomic_fetch_sub_explicit(&r->refs, 1, memory_order_acq_rel) != 1)
         return;
     st_run_lane *lane = r->lane;
-    free(r);
+    st_free(r);
     lane_drop(lane);
 }
 
@@ -392,6 +393,12 @@ static void drain_front(st_run_lane *lane) {
     run_drop(f);
 }
 
+static int lane_nomem(const st_run_lane *lane) {
+    char what[ST_CHIP_LABEL_MAX + 32];
+    snprintf(what, sizeof what, "%s: admitting a run", lane->label);
+    return st_fail_nomem(what, sizeof(st_lane_run));
+}
+
 static int report_poison(st_run_lane *lane) {
     return lane->poisoned
                ? st_fail(STRATA_EPOISONED, "%s is poisoned: %s", lane->label, lane->poison)
@@ -405,9 +412,9 @@ int st_lane_create(st_chip_worker *cw, st_run_lane **out) {
         return st_fail(STRATA_EINVAL, "lane create: NULL ChipWorker or output");
     if (!st_chip_worker_initialized(cw))
         return st_fail(STRATA_ESTATE, "lane create: the ChipWorker is not initialized");
-    st_run_lane *lane = calloc(1, sizeof *lane);
+    st_run_lane *lane = st_calloc(1, sizeof *lane);
     if (!lane)
-        return st_fail(STRATA_ENOMEM, "out of memory creating a run lane");
+        return st_fail_nomem("the chip's run lane", sizeof *lane);
     atomic_init(&lane->refs, 1);
     pthread_mutex_init(&lane->mu, NULL);
     pthread_condattr_t attr;
@@ -469,7 +476,7 @@ static int validate_request(const st_lane_request *req) {
 }
 
 static st_lane_run *new_run(st_run_lane *lane, const st_lane_request *req) {
-    st_lane_run *r = calloc(1, sizeof *r);
+    st_lane_run *r = st_calloc(1, sizeof *r);
     if (!r)
         return NULL;
     atomic_init(&r->refs, 2); /* the caller's handle and the FIFO */
@@ -562,7 +569,7 @@ int st_lane_submit_leased(st_run_lane *lane, const st_lane_request *req, st_lane
     int rc = check_leased(lane, lease, run_id, dispatch_id);
     st_lane_run *r = rc == STRATA_OK ? new_run(lane, req) : NULL;
     if (rc == STRATA_OK && !r)
-        rc = st_fail(STRATA_ENOMEM, "%s: out of memory admitting a run", lane->label);
+        rc = lane_nomem(lane);
     if (rc != STRATA_OK) {
         pthread_mutex_unlock(&lane->mu);
         return rc;
@@ -617,7 +624,7 @@ int st_lane_submit_direct(st_run_lane *lane, const st_lane_request *req, st_lane
         rc = st_fail(STRATA_ECAPACITY, "%s: direct run counter exhausted", lane->label);
     st_lane_run *r = rc == STRATA_OK ? new_run(lane, req) : NULL;
     if (rc == STRATA_OK && !r)
-        rc = st_fail(STRATA_ENOMEM, "%s: out of memory admitting a run", lane->label);
+        rc = lane_nomem(lane);
     if (rc != STRATA_OK) {
         pthread_mutex_unlock(&lane->mu);
         return rc;

@@ -10,6 +10,7 @@
 
 #include "core/buffer.h"
 #include "core/engine.h"
+#include "util/alloc.h"
 #include "util/error.h"
 #include "util/view.h"
 
@@ -29,7 +30,7 @@ void st_buffer_mark_device(strata_buffer *b, int owner) {
 
 static int new_buffer(strata_worker *w, void *data, size_t nbytes, size_t mapped,
                       strata_buffer **out) {
-    strata_buffer *b = calloc(1, sizeof *b);
+    strata_buffer *b = st_calloc(1, sizeof *b);
     if (!b)
         return STRATA_ENOMEM;
     b->w = w;
@@ -51,12 +52,12 @@ int strata_buffer_create(strata_worker *w, size_t nbytes, strata_buffer **out) {
     if (nbytes == 0)
         return st_fail(STRATA_EINVAL, "strata_buffer_create: nbytes is 0");
     /* Shared mapping: children of the worker see it at the same address. */
-    void *p = mmap(NULL, nbytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED)
-        return st_fail(STRATA_ENOMEM, "strata_buffer_create: cannot map %zu bytes", nbytes);
+    void *p = st_map_anon(nbytes, MAP_SHARED);
+    if (!p)
+        return st_fail_nomem("strata_buffer_create: the buffer's memory", nbytes);
     if (new_buffer(w, p, nbytes, nbytes, out) != STRATA_OK) {
-        munmap(p, nbytes);
-        return st_fail(STRATA_ENOMEM, "strata_buffer_create: out of memory");
+        st_unmap(p, nbytes);
+        return st_fail_nomem("strata_buffer_create: the buffer record", sizeof(strata_buffer));
     }
     return STRATA_OK;
 }
@@ -68,14 +69,14 @@ int strata_buffer_wrap(strata_worker *w, void *data, size_t nbytes, strata_buffe
     if (nbytes == 0)
         return st_fail(STRATA_EINVAL, "strata_buffer_wrap: nbytes is 0");
     if (new_buffer(w, data, nbytes, 0, out) != STRATA_OK)
-        return st_fail(STRATA_ENOMEM, "strata_buffer_wrap: out of memory");
+        return st_fail_nomem("strata_buffer_wrap: the buffer record", sizeof(strata_buffer));
     return STRATA_OK;
 }
 
 static void free_buffer(strata_buffer *b) {
     if (b->mapped)
-        munmap(b->data, b->mapped);
-    free(b);
+        st_unmap(b->data, b->mapped);
+    st_free(b);
 }
 
 void strata_buffer_destroy(strata_buffer *b) {

@@ -58,7 +58,8 @@ typedef struct st_completion {
     st_endpoint *ep;
     uint64_t ref;
     uint32_t member;
-    int status; /* STRATA_OK, STRATA_ETASK (the task failed) or STRATA_EENDPOINT */
+    int status; /* STRATA_OK, STRATA_ETASK (the task failed), STRATA_EENDPOINT or
+                   STRATA_ENOMEM (the endpoint could not allocate what the task needed) */
     char msg[ST_MSG_MAX];
 } st_completion;
 

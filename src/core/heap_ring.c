@@ -18,6 +18,7 @@
 #include <sys/mman.h>
 
 #include "strata/status.h"
+#include "util/alloc.h"
 #include "util/error.h"
 
 #define HEAP_FIFO_INIT 64u
@@ -36,21 +37,22 @@ int st_heap_init(st_heap *h, uint64_t ring_bytes) {
         return st_fail(STRATA_ENOMEM, "heap_ring_bytes (%llu) is too large to map",
                        (unsigned long long)ring_bytes);
     size_t total = (size_t)ring_bytes * ST_HEAP_RINGS;
-    void *p = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE,
-                   -1, 0);
-    if (p == MAP_FAILED)
-        return st_fail(STRATA_ENOMEM, "cannot map %d heap rings of %llu bytes", ST_HEAP_RINGS,
-                       (unsigned long long)ring_bytes);
+    void *p = st_map_anon(total, MAP_SHARED | MAP_NORESERVE);
+    if (!p)
+        return st_fail(STRATA_ENOMEM,
+                       "the heap rings: cannot map %d rings of %llu bytes (%zu bytes; out of "
+                       "memory)",
+                       ST_HEAP_RINGS, (unsigned long long)ring_bytes, total);
     h->base = p;
     h->ring_bytes = ring_bytes;
     for (int r = 0; r < ST_HEAP_RINGS; r++) {
         st_heap_ring *g = &h->rings[r];
         g->base = h->base + (uint64_t)r * ring_bytes;
-        g->fifo = malloc(HEAP_FIFO_INIT * sizeof *g->fifo);
+        g->fifo = st_malloc(HEAP_FIFO_INIT * sizeof *g->fifo);
         g->fifo_cap = HEAP_FIFO_INIT;
         if (!g->fifo) {
             st_heap_destroy(h);
-            return st_fail(STRATA_ENOMEM, "out of memory creating the heap rings");
+            return st_fail_nomem("a heap ring's record queue", HEAP_FIFO_INIT * sizeof *g->fifo);
         }
     }
     return STRATA_OK;
@@ -58,9 +60,8 @@ int st_heap_init(st_heap *h, uint64_t ring_bytes) {
 
 void st_heap_destroy(st_heap *h) {
     for (int r = 0; r < ST_HEAP_RINGS; r++)
-        free(h->rings[r].fifo);
-    if (h->base)
-        munmap(h->base, (size_t)h->ring_bytes * ST_HEAP_RINGS);
+        st_free(h->rings[r].fifo);
+    st_unmap(h->base, (size_t)h->ring_bytes * ST_HEAP_RINGS);
     memset(h, 0, sizeof *h);
 }
 
@@ -79,12 +80,12 @@ uint64_t st_heap_used(const st_heap *h, int r) {
 
 static int grow_fifo(st_heap_ring *g) {
     uint64_t nc = g->fifo_cap * 2;
-    st_heap_rec *nf = malloc(nc * sizeof *nf);
+    st_heap_rec *nf = st_malloc(nc * sizeof *nf);
     if (!nf)
-        return st_fail(STRATA_ENOMEM, "out of memory growing a heap ring's record queue");
+        return st_fail_nomem("growing a heap ring's record queue", nc * sizeof *nf);
     for (uint64_t s = g->head_seq; s != g->next_seq; s++)
         nf[s & (nc - 1)] = g->fifo[s & (g->fifo_cap - 1)];
-    free(g->fifo);
+    st_free(g->fifo);
     g->fifo = nf;
     g->fifo_cap = nc;
     return STRATA_OK;

@@ -14,6 +14,7 @@
 
 #include "core/engine.h"
 #include "core/footprint.h"
+#include "util/alloc.h"
 #include "util/assert.h"
 #include "util/clock.h"
 #include "util/checked.h"
@@ -306,19 +307,22 @@ static int alloc_member_arrays(st_slot *s, int n, uint32_t ntensors0) {
     s->inline_member = ST_MEMBER_WAITING;
     if (n == 1 && ntensors0 <= ST_INLINE_TENSORS)
         return STRATA_OK;
-    strata_task_args *args = malloc(sizeof *args * (size_t)n);
-    int32_t *targets = n > 1 ? malloc(sizeof *targets * (size_t)n) : &s->inline_target;
-    uint8_t *states = n > 1 ? malloc((size_t)n) : &s->inline_member;
+    strata_task_args *args = st_malloc(sizeof *args * (size_t)n);
+    int32_t *targets = n > 1 ? st_malloc(sizeof *targets * (size_t)n) : &s->inline_target;
+    uint8_t *states = n > 1 ? st_malloc((size_t)n) : &s->inline_member;
     if (!args || !targets || !states) {
-        free(args);
+        size_t bytes = !args      ? sizeof *args * (size_t)n
+                       : !targets ? sizeof *targets * (size_t)n
+                                  : (size_t)n;
+        st_free(args);
         if (targets != &s->inline_target)
-            free(targets);
+            st_free(targets);
         if (states != &s->inline_member)
-            free(states);
+            st_free(states);
         s->nmembers = 1;
         s->args->ntensors = 0;
         s->args->nscalars = 0;
-        return STRATA_ENOMEM;
+        return st_fail_nomem(!args ? "the task's arguments" : "the group's member table", bytes);
     }
     s->args = args;
     s->targets = targets;
@@ -350,9 +354,9 @@ static void init_slot(strata_orch *o, st_slot *s, st_slot_kind kind, strata_call
 static int hold_in_scope(strata_orch *o, st_slot *s) {
     if (o->nscope_refs == o->cap_scope_refs) {
         uint32_t ncap = o->cap_scope_refs ? o->cap_scope_refs * 2 : 256;
-        uint64_t *nv = realloc(o->scope_refs, sizeof *nv * ncap);
+        uint64_t *nv = st_realloc(o->scope_refs, sizeof *nv * ncap);
         if (!nv)
-            return STRATA_ENOMEM;
+            return st_fail_nomem("growing the scope's task list", sizeof *nv * ncap);
         o->scope_refs = nv;
         o->cap_scope_refs = ncap;
     }
@@ -445,12 +449,12 @@ static int add_dep(void *vctx, uint64_t ref) {
     p->visit_stamp = d->stamp;
     if (d->n == d->cap) {
         uint32_t ncap = d->cap * 2;
-        uint64_t *nv = malloc(sizeof *nv * ncap);
+        uint64_t *nv = st_malloc(sizeof *nv * ncap);
         if (!nv)
-            return STRATA_ENOMEM;
+            return st_fail_nomem("growing the task's producer list", sizeof *nv * ncap);
         memcpy(nv, d->refs, sizeof *nv * d->n);
         if (d->refs != d->inline_buf)
-            free(d->refs);
+            st_free(d->refs);
         d->refs = nv;
         d->cap = ncap;
     }
@@ -693,11 +697,11 @@ static int submit_common(strata_orch *o, st_slot_kind kind, strata_callable fn,
     if (rc == STRATA_OK)
         rc = wire(w, s, &d, &live, &poisoned);
     if (d.refs != d.inline_buf)
-        free(d.refs);
+        st_free(d.refs);
     if (rc != STRATA_OK) {
         /* The slot belongs to the run: fail it there, so the fence still resolves. */
         if (rc == STRATA_ENOMEM)
-            st_fail(rc, "%s: out of memory", what);
+            st_fail_prefix(rc, what); /* the allocation said what and how big */
         char label[128];
         st_task_label(w, s, label, sizeof label);
         st_run_record_error(r, rc, "run %llu: %s: submit failed: %s", (unsigned long long)r->id,
@@ -794,9 +798,9 @@ int strata_orch_alloc(strata_orch *o, int rank, const int64_t *shape, strata_dty
     st_slot_transition(s, ST_T_ALLOC_DONE);
     s->fanout_released = 1; /* the terminal self release of a slot that never runs */
     if (rc != STRATA_OK) {
-        st_run_record_error(o->run, rc, "run %llu: strata_orch_alloc: out of memory",
-                            (unsigned long long)o->run->id);
-        st_fail(rc, "%s: out of memory", what);
+        st_fail_prefix(rc, what); /* the allocation said what and how big */
+        st_run_record_error(o->run, rc, "run %llu: %s", (unsigned long long)o->run->id,
+                            strata_error_message());
         if (!s->scope_ref)
             st_release_ref(w, s); /* not held by a scope: reclaim now */
     } else {

@@ -7,15 +7,17 @@
 #include <stdlib.h>
 
 #include "strata/status.h"
+#include "util/alloc.h"
+#include "util/error.h"
 
 static int rq_grow(st_ready_queue *q) {
     uint32_t ncap = q->cap ? q->cap * 2 : 64;
-    uint64_t *nv = malloc(sizeof *nv * ncap);
+    uint64_t *nv = st_malloc(sizeof *nv * ncap);
     if (!nv)
-        return STRATA_ENOMEM;
+        return st_fail_nomem("growing a ready queue", sizeof *nv * ncap);
     for (uint32_t i = 0; i < q->count; i++)
         nv[i] = q->v[(q->head + i) & (q->cap - 1)];
-    free(q->v);
+    st_free(q->v);
     q->v = nv;
     q->cap = ncap;
     q->head = 0;
@@ -34,7 +36,7 @@ int st_rq_push(st_ready_queue *q, uint64_t ref) {
 }
 
 void st_rq_free(st_ready_queue *q) {
-    free(q->v);
+    st_free(q->v);
     q->v = NULL;
     q->cap = q->head = q->count = 0;
 }

@@ -16,6 +16,7 @@
 
 #include "core/engine.h"
 #include "core/helping.h"
+#include "util/alloc.h"
 #include "util/assert.h"
 #include "util/error.h"
 
@@ -59,12 +60,11 @@ void st_run_record_error(st_run *r, int status, const char *fmt, ...) {
     if (r->error_status != 0)
         return; /* first error wins */
     r->error_status = status ? status : STRATA_ETASK;
-    char buf[1024];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
+    vsnprintf(r->error_buf, sizeof r->error_buf, fmt, ap);
     va_end(ap);
-    r->error_msg = strdup(buf);
+    r->error_msg = r->error_buf;
 }
 
 static void free_queues(st_run *r) {
@@ -72,7 +72,7 @@ static void free_queues(st_run *r) {
     st_rq_free(&r->group_q);
     for (int i = 0; i < r->ndirected; i++)
         st_rq_free(&r->directed_q[i]);
-    free(r->directed_q);
+    st_free(r->directed_q);
     r->directed_q = NULL;
     r->ndirected = 0;
 }
@@ -81,8 +81,7 @@ void st_run_unref(st_run *r) {
     if (atomic_fetch_sub(&r->refs, 1) != 1)
         return;
     free_queues(r);
-    free(r->error_msg);
-    free(r);
+    st_free(r);
 }
 
 void st_run_link_slot(st_run *r, st_slot *s) {
@@ -191,13 +190,14 @@ int st_run_begin(strata_worker *w, st_run **out) {
         uint32_t seen = atomic_load(&w->admit_ev.value);
         st_engine_wait(w, &w->admit_ev, seen, UINT64_MAX);
     }
-    st_run *r = calloc(1, sizeof *r);
-    st_ready_queue *dq = w->nnext ? calloc((size_t)w->nnext, sizeof *dq) : NULL;
+    st_run *r = st_calloc(1, sizeof *r);
+    st_ready_queue *dq = r && w->nnext ? st_calloc((size_t)w->nnext, sizeof *dq) : NULL;
     if (!r || (w->nnext && !dq)) {
-        free(r);
-        free(dq);
+        st_free(r);
         st_engine_unlock(w);
-        return st_fail(STRATA_ENOMEM, "strata_worker_submit: out of memory for the run record");
+        return r ? st_fail_nomem("strata_worker_submit: the run's next-level ready queues",
+                                 (size_t)w->nnext * sizeof *dq)
+                 : st_fail_nomem("strata_worker_submit: the run record", sizeof *r);
     }
     r->id = ++w->next_run_id;
     r->w = w;
@@ -257,7 +257,7 @@ void st_run_cancel_unstarted(strata_worker *w, st_run *r) {
             continue;
         if (n == cap) {
             size_t ncap = cap ? cap * 2 : 64;
-            uint64_t *nr = realloc(refs, sizeof *nr * ncap);
+            uint64_t *nr = st_realloc(refs, sizeof *nr * ncap);
             if (!nr)
                 break; /* out of memory: cancel what we have; the rest still run */
             refs = nr;
@@ -271,5 +271,5 @@ void st_run_cancel_unstarted(strata_worker *w, st_run *r) {
         if (s)
             st_poison(w, s, STRATA_ECANCELED);
     }
-    free(refs);
+    st_free(refs);
 }

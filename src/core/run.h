@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "core/ready_queue.h"
+#include "util/error.h"
 #include "util/futex.h"
 
 typedef enum st_run_phase {
@@ -55,9 +56,11 @@ typedef struct strata_run {
     uint64_t next_seq;    /* task numbers within the run */
     int submission_closed;
     int is_head;
-    int error_status;     /* first error's status (0 = none) */
-    char *error_msg;      /* first error's message (NULL = none) */
-    struct st_slot *live; /* live slots (intrusive list, for cancellation) */
+    int error_status;                  /* first error's status (0 = none) */
+    char *error_msg;                   /* first error's message (NULL = none), in error_buf */
+    char error_buf[STRATA_ERRMSG_MAX]; /* kept here: recording an out-of-memory failure
+                                          must not need memory */
+    struct st_slot *live;              /* live slots (intrusive list, for cancellation) */
     struct strata_run *fifo_next;
     /* Ready work of this run, partitioned by target. */
     st_ready_queue sub_q;
@@ -67,7 +70,7 @@ typedef struct strata_run {
 } st_run;
 
 /* Record err as the run's error if it has none yet (first error wins).
- * Never fails: if the message cannot be stored, a static one is used. */
+ * Never fails and never allocates (the message is truncated to fit). */
 void st_run_record_error(st_run *r, int status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 

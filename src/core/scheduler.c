@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "core/engine.h"
+#include "util/alloc.h"
 #include "util/assert.h"
 #include "util/clock.h"
 #include "util/error.h"
@@ -100,11 +101,11 @@ void st_task_label(strata_worker *w, st_slot *s, char *buf, size_t n) {
 
 static void free_member_arrays(st_slot *s) {
     if (s->args != st_slot_inline_args(s))
-        free(s->args);
+        st_free(s->args);
     if (s->targets != &s->inline_target)
-        free(s->targets);
+        st_free(s->targets);
     if (s->member_state != &s->inline_member)
-        free(s->member_state);
+        st_free(s->member_state);
     s->args = st_slot_inline_args(s);
     s->targets = &s->inline_target;
     s->member_state = &s->inline_member;
@@ -184,7 +185,7 @@ void st_poison(strata_worker *w, st_slot *s0, int status) {
         }
         for (uint32_t i = 0; i < s->consumers.n; i++) {
             if (n == cap) {
-                uint64_t *nw = malloc(sizeof *nw * cap * 2);
+                uint64_t *nw = st_malloc(sizeof *nw * cap * 2);
                 if (!nw) { /* out of memory: poison this consumer right away instead */
                     st_slot *c = st_slots_get(&w->slots, s->consumers.v[i]);
                     if (c)
@@ -193,7 +194,7 @@ void st_poison(strata_worker *w, st_slot *s0, int status) {
                 }
                 memcpy(nw, work, sizeof *nw * n);
                 if (work != stack_buf)
-                    free(work);
+                    st_free(work);
                 work = nw;
                 cap *= 2;
             }
@@ -202,7 +203,7 @@ void st_poison(strata_worker *w, st_slot *s0, int status) {
         st_settle_failed_unstarted(w, s);
     }
     if (work != stack_buf)
-        free(work);
+        st_free(work);
 }
 
 /* ---- ready routing ------------------------------------------------------- */
@@ -219,12 +220,9 @@ void st_enqueue_ready(strata_worker *w, st_slot *s) {
     if (st_rq_push(q, st_ref_of(s)) != STRATA_OK) {
         char label[128];
         st_task_label(w, s, label, sizeof label);
-        st_run_record_error(r, STRATA_ENOMEM, "run %llu: %s: out of memory queueing the task",
-                            (unsigned long long)r->id, label);
-        if (st_slot_fail_claim(s) != ST_STATE_COUNT) {
-            s->fail_status = STRATA_ENOMEM;
-            st_settle_failed_unstarted(w, s);
-        }
+        st_run_record_error(r, STRATA_ENOMEM, "run %llu: %s: queueing the task: %s",
+                            (unsigned long long)r->id, label, strata_error_message());
+        st_poison(w, s, STRATA_ENOMEM); /* its consumers too: they would wait forever */
     }
 }
 
@@ -275,9 +273,10 @@ static void record_member_failure(strata_worker *w, st_slot *s, const st_complet
         snprintf(mbuf, sizeof mbuf, " member %u", c->member);
         member = mbuf;
     }
-    st_run_record_error(s->run, c->status == STRATA_EENDPOINT ? STRATA_EENDPOINT : STRATA_ETASK,
-                        "run %llu: L%d worker %s: %s%s failed: %s", (unsigned long long)s->run->id,
-                        w->cfg.level, c->ep->label, label, member,
+    int status =
+        c->status == STRATA_EENDPOINT || c->status == STRATA_ENOMEM ? c->status : STRATA_ETASK;
+    st_run_record_error(s->run, status, "run %llu: L%d worker %s: %s%s failed: %s",
+                        (unsigned long long)s->run->id, w->cfg.level, c->ep->label, label, member,
                         c->msg[0] ? c->msg : "(no message)");
 }
 

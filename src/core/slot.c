@@ -11,7 +11,9 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "util/alloc.h"
 #include "util/assert.h"
+#include "util/error.h"
 #include "strata/status.h"
 
 static const char *const state_names[ST_STATE_COUNT] = {
@@ -70,12 +72,12 @@ void st_reflist_init(st_reflist *l) {
 int st_reflist_push(st_reflist *l, uint64_t ref) {
     if (l->n == l->cap) {
         uint32_t ncap = l->cap * 2;
-        uint64_t *nv = malloc(sizeof *nv * ncap);
+        uint64_t *nv = st_malloc(sizeof *nv * ncap);
         if (!nv)
-            return STRATA_ENOMEM;
+            return st_fail_nomem("growing a task's dependency list", sizeof *nv * ncap);
         memcpy(nv, l->v, sizeof *nv * l->n);
         if (l->v != l->inl)
-            free(l->v);
+            st_free(l->v);
         l->v = nv;
         l->cap = ncap;
     }
@@ -85,7 +87,7 @@ int st_reflist_push(st_reflist *l, uint64_t ref) {
 
 void st_reflist_free(st_reflist *l) {
     if (l->v != l->inl)
-        free(l->v);
+        st_free(l->v);
     st_reflist_init(l);
 }
 
@@ -96,15 +98,18 @@ int st_slots_init(st_slot_store *st, uint32_t capacity) {
      * Mapped (zeroed) with transparent huge pages allowed: a large window is
      * touched all over, and 4 KiB pages would make every slot a TLB miss. */
     st->map_bytes = sizeof *st->slots * capacity + sizeof(strata_task_args);
-    void *map =
-        mmap(NULL, st->map_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    st->slots = map == MAP_FAILED ? NULL : map;
-    if (st->slots && st->map_bytes >= (2u << 20))
-        madvise(map, st->map_bytes, MADV_HUGEPAGE);
-    st->free_stack = malloc(sizeof *st->free_stack * capacity);
-    if (!st->slots || !st->free_stack) {
+    st->slots = st_map_anon(st->map_bytes, MAP_PRIVATE);
+    if (!st->slots) {
+        size_t bytes = st->map_bytes;
         st_slots_destroy(st);
-        return STRATA_ENOMEM;
+        return st_fail_nomem("the task window's slots", bytes);
+    }
+    if (st->map_bytes >= (2u << 20))
+        madvise(st->slots, st->map_bytes, MADV_HUGEPAGE);
+    st->free_stack = st_malloc(sizeof *st->free_stack * capacity);
+    if (!st->free_stack) {
+        st_slots_destroy(st);
+        return st_fail_nomem("the task window's free list", sizeof *st->free_stack * capacity);
     }
     st->capacity = capacity;
     /* Lowest indices on top of the stack: recently used slots stay warm. */
@@ -126,9 +131,8 @@ void st_slots_destroy(st_slot_store *st) {
             st_reflist_free(&st->slots[i].producers);
         }
     }
-    if (st->slots)
-        munmap(st->slots, st->map_bytes);
-    free(st->free_stack);
+    st_unmap(st->slots, st->map_bytes);
+    st_free(st->free_stack);
     memset(st, 0, sizeof *st);
 }
 

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/alloc.h"
 #include "util/error.h"
 
 #define TMAP_INIT_SLOTS 1024u /* power of two */
@@ -43,15 +44,19 @@ static inline int key_eq(const strata_buffer_id *a, const strata_buffer_id *b) {
     return a->id == b->id && a->generation == b->generation && a->owner == b->owner;
 }
 
+static int init_failed(st_tensormap *m, const char *what, size_t bytes) {
+    st_tmap_destroy(m);
+    return st_fail_nomem(what, bytes);
+}
+
 int st_tmap_init(st_tensormap *m) {
     memset(m, 0, sizeof *m);
-    m->slots = calloc(TMAP_INIT_SLOTS, sizeof *m->slots);
-    m->keys = malloc(TMAP_INIT_KEYS * sizeof *m->keys);
-    m->pool = malloc(TMAP_INIT_ENTRIES * sizeof *m->pool);
-    if (!m->slots || !m->keys || !m->pool) {
-        st_tmap_destroy(m);
-        return st_fail(STRATA_ENOMEM, "out of memory creating the tensor map");
-    }
+    if (!(m->slots = st_calloc(TMAP_INIT_SLOTS, sizeof *m->slots)))
+        return init_failed(m, "the tensor map's index", TMAP_INIT_SLOTS * sizeof *m->slots);
+    if (!(m->keys = st_malloc(TMAP_INIT_KEYS * sizeof *m->keys)))
+        return init_failed(m, "the tensor map's keys", TMAP_INIT_KEYS * sizeof *m->keys);
+    if (!(m->pool = st_malloc(TMAP_INIT_ENTRIES * sizeof *m->pool)))
+        return init_failed(m, "the tensor map's entries", TMAP_INIT_ENTRIES * sizeof *m->pool);
     m->cap = TMAP_INIT_SLOTS;
     m->epoch = 1;
     m->keys_cap = TMAP_INIT_KEYS;
@@ -62,10 +67,10 @@ int st_tmap_init(st_tensormap *m) {
 }
 
 void st_tmap_destroy(st_tensormap *m) {
-    free(m->slots);
-    free(m->keys);
-    free(m->pool);
-    free(m->fps);
+    st_free(m->slots);
+    st_free(m->keys);
+    st_free(m->pool);
+    st_free(m->fps);
     memset(m, 0, sizeof *m);
 }
 
@@ -120,9 +125,9 @@ static inline uint32_t find(const st_tensormap *m, const strata_buffer_id *key, 
 
 /* Rebuild the index with newcap slots. */
 static int rehash(st_tensormap *m, uint32_t newcap) {
-    st_tmap_slot *ns = calloc(newcap, sizeof *ns); /* epoch 0: all empty */
+    st_tmap_slot *ns = st_calloc(newcap, sizeof *ns); /* epoch 0: all empty */
     if (!ns)
-        return st_fail(STRATA_ENOMEM, "out of memory growing the tensor map to %u slots", newcap);
+        return st_fail_nomem("growing the tensor map's index", (size_t)newcap * sizeof *ns);
     uint32_t mask = newcap - 1;
     for (uint32_t r = 0; r < m->nkeys; r++) {
         const st_tmap_slot *old = &m->slots[m->keys[r].slot];
@@ -134,7 +139,7 @@ static int rehash(st_tensormap *m, uint32_t newcap) {
         ns[i].rec = r;
         m->keys[r].slot = i;
     }
-    free(m->slots);
+    st_free(m->slots);
     m->slots = ns;
     m->cap = newcap;
     m->nused = m->nkeys;
@@ -162,9 +167,9 @@ static uint32_t get_or_create(st_tensormap *m, const strata_buffer_id *key) {
             return ST_TMAP_NIL;
         }
         uint32_t nc = m->keys_cap * 2;
-        st_tmap_key *nk = realloc(m->keys, (size_t)nc * sizeof *nk);
+        st_tmap_key *nk = st_realloc(m->keys, (size_t)nc * sizeof *nk);
         if (!nk) {
-            st_fail(STRATA_ENOMEM, "out of memory growing the tensor map to %u keys", nc);
+            st_fail_nomem("growing the tensor map's keys", (size_t)nc * sizeof *nk);
             return ST_TMAP_NIL;
         }
         m->keys = nk;
@@ -220,16 +225,16 @@ static uint32_t alloc_entry(st_tensormap *m) {
             return ST_TMAP_NIL;
         }
         uint32_t nc = m->pool_cap * 2;
-        st_tmap_entry *np = realloc(m->pool, (size_t)nc * sizeof *np);
+        st_tmap_entry *np = st_realloc(m->pool, (size_t)nc * sizeof *np);
         if (!np) {
-            st_fail(STRATA_ENOMEM, "out of memory growing the tensor map to %u entries", nc);
+            st_fail_nomem("growing the tensor map's entries", (size_t)nc * sizeof *np);
             return ST_TMAP_NIL;
         }
         m->pool = np;
         if (!m->fp_fn) {
-            st_footprint *nf = realloc(m->fps, (size_t)nc * sizeof *nf);
+            st_footprint *nf = st_realloc(m->fps, (size_t)nc * sizeof *nf);
             if (!nf) {
-                st_fail(STRATA_ENOMEM, "out of memory growing the tensor map to %u entries", nc);
+                st_fail_nomem("growing the tensor map's footprints", (size_t)nc * sizeof *nf);
                 return ST_TMAP_NIL;
             }
             m->fps = nf;
@@ -237,9 +242,9 @@ static uint32_t alloc_entry(st_tensormap *m) {
         m->pool_cap = nc;
     }
     if (!m->fp_fn && !m->fps) {
-        m->fps = malloc((size_t)m->pool_cap * sizeof *m->fps);
+        m->fps = st_malloc((size_t)m->pool_cap * sizeof *m->fps);
         if (!m->fps) {
-            st_fail(STRATA_ENOMEM, "out of memory for the tensor map's footprints");
+            st_fail_nomem("the tensor map's footprints", (size_t)m->pool_cap * sizeof *m->fps);
             return ST_TMAP_NIL;
         }
     }

@@ -13,6 +13,7 @@
 
 #include "core/engine.h"
 #include "core/helping.h"
+#include "util/alloc.h"
 #include "util/clock.h"
 #include "util/error.h"
 #include "util/thread_role.h"
@@ -91,9 +92,9 @@ int strata_worker_create(const strata_worker_config *cfg, strata_worker **out) {
         return st_fail(STRATA_EINVAL, "strata_worker_create: cfg and out must not be NULL");
     *out = NULL;
     STRATA_TRY(check_config(cfg));
-    strata_worker *w = calloc(1, sizeof *w);
+    strata_worker *w = st_calloc(1, sizeof *w);
     if (!w)
-        return st_fail(STRATA_ENOMEM, "strata_worker_create: out of memory");
+        return st_fail_nomem("strata_worker_create: the worker", sizeof *w);
     w->cfg = *cfg;
     atomic_store(&w->next_buffer_id, 1);
     w->orch.w = w;
@@ -102,9 +103,8 @@ int strata_worker_create(const strata_worker_config *cfg, strata_worker **out) {
         rc = st_tmap_init(&w->tmap);
     if (rc != STRATA_OK) {
         st_slots_destroy(&w->slots);
-        free(w);
-        return st_fail(rc, "strata_worker_create: out of memory for %u task slots",
-                       cfg->task_window);
+        st_free(w);
+        return st_fail_prefix(rc, "strata_worker_create"); /* init described the failure */
     }
     st_tmap_set_alive_fn(&w->tmap, tmap_alive, w);
     st_tmap_set_fp_fn(&w->tmap, st_orch_fp_of, w); /* entries keep byte ranges only */
@@ -113,8 +113,8 @@ int strata_worker_create(const strata_worker_config *cfg, strata_worker **out) {
     if (rc != STRATA_OK) {
         st_tmap_destroy(&w->tmap);
         st_slots_destroy(&w->slots);
-        free(w);
-        return rc; /* st_heap_init described the failure */
+        st_free(w);
+        return st_fail_prefix(rc, "strata_worker_create"); /* st_heap_init described it */
     }
     *out = w;
     return STRATA_OK;
@@ -129,9 +129,10 @@ int st_worker_add_endpoint(strata_worker *w, st_endpoint *ep, int *worker_id_out
         return st_fail(STRATA_ECAPACITY, "at most %d next-level workers", STRATA_MAX_NEXT_LEVEL);
     if (w->nnext == w->cap_next) {
         int ncap = w->cap_next ? w->cap_next * 2 : 8;
-        st_next_state *nn = realloc(w->next, sizeof *nn * (size_t)ncap);
+        st_next_state *nn = st_realloc(w->next, sizeof *nn * (size_t)ncap);
         if (!nn)
-            return st_fail(STRATA_ENOMEM, "add endpoint: out of memory");
+            return st_fail_nomem("adding a next-level worker: the endpoint table",
+                                 sizeof *nn * (size_t)ncap);
         w->next = nn;
         w->cap_next = ncap;
     }
@@ -173,9 +174,11 @@ static int register_callable(strata_worker *w, const char *name, st_callable_kin
                        sizeof((st_callable_info *)0)->name - 1);
     if (kind == ST_CALLABLE_SUB && !fn)
         return st_fail(STRATA_EINVAL, "%s: '%s': function is NULL", what, name);
-    st_callable_info *ci = calloc(1, sizeof *ci);
-    if (!ci)
-        return st_fail(STRATA_ENOMEM, "%s: out of memory", what);
+    st_callable_info *ci = st_calloc(1, sizeof *ci);
+    if (!ci) {
+        st_fail_nomem("the callable's record", sizeof *ci);
+        return st_fail_prefix(STRATA_ENOMEM, what);
+    }
     memcpy(ci->name, name, len + 1);
     ci->kind = kind;
     ci->fn = fn;
@@ -202,7 +205,7 @@ static int register_callable(strata_worker *w, const char *name, st_callable_kin
     }
     st_engine_unlock(w);
     if (rc != STRATA_OK)
-        free(ci);
+        st_free(ci);
     return rc;
 }
 
@@ -218,14 +221,36 @@ int st_register_next_level(strata_worker *w, const char *name, strata_sub_fn fn,
                              "register next-level callable");
 }
 
-/* Stop and join the sub workers started so far (init rollback). */
-static void stop_sub_workers(strata_worker *w) {
+/* Init rollback: stop and join the sub workers started so far and free the
+ * tables, so the worker is as created and init may be retried. */
+static int init_failed(strata_worker *w, int rc) {
     for (int k = 0; k < w->nsubs; k++) {
         w->subs[k].ep->ops->stop(w->subs[k].ep);
         w->subs[k].ep->ops->destroy(w->subs[k].ep);
     }
     w->nsubs = 0;
     w->nidle_subs = 0;
+    st_free(w->subs);
+    st_free(w->idle_subs);
+    st_free(w->reserved);
+    w->subs = NULL;
+    w->idle_subs = NULL;
+    w->reserved = NULL;
+    return rc;
+}
+
+static int alloc_init_tables(strata_worker *w) {
+    size_t nsub = w->cfg.sub_workers ? w->cfg.sub_workers : 1;
+    size_t nnext = (size_t)(w->nnext ? w->nnext : 1);
+    if (!(w->subs = st_calloc(nsub, sizeof *w->subs)))
+        return st_fail_nomem("strata_worker_init: the sub worker table", nsub * sizeof *w->subs);
+    if (!(w->idle_subs = st_calloc(nsub, sizeof *w->idle_subs)))
+        return st_fail_nomem("strata_worker_init: the idle sub worker stack",
+                             nsub * sizeof *w->idle_subs);
+    if (!(w->reserved = st_calloc(nnext, sizeof *w->reserved)))
+        return st_fail_nomem("strata_worker_init: the next-level reservations",
+                             nnext * sizeof *w->reserved);
+    return STRATA_OK;
 }
 
 /* strata_worker_init (exec/worker_init.c) names the sub worker endpoint: the
@@ -236,23 +261,19 @@ int st_worker_start(strata_worker *w, st_sub_endpoint_create_fn create_sub) {
     if (w->state != ST_WORKER_CREATED)
         return st_fail(STRATA_ESTATE, "strata_worker_init: already initialised%s",
                        w->state == ST_WORKER_CLOSED ? " and closed" : "");
+    int rc = alloc_init_tables(w);
+    if (rc != STRATA_OK)
+        return init_failed(w, rc);
     int n = (int)w->cfg.sub_workers;
-    w->subs = calloc((size_t)(n ? n : 1), sizeof *w->subs);
-    w->idle_subs = calloc((size_t)(n ? n : 1), sizeof *w->idle_subs);
-    w->reserved = calloc((size_t)(w->nnext ? w->nnext : 1), sizeof *w->reserved);
-    if (!w->subs || !w->idle_subs || !w->reserved)
-        return st_fail(STRATA_ENOMEM, "strata_worker_init: out of memory");
     const st_sub_port port = {
         .spin_ns = w->cfg.spin_ns,
         .before_claim_hook = w->hooks[ST_HOOK_SUB_BEFORE_CLAIM] != NULL,
     };
     for (int i = 0; i < n; i++) {
         st_endpoint *ep;
-        int rc = create_sub(w, i, &port, &ep);
-        if (rc != STRATA_OK) {
-            stop_sub_workers(w);
-            return rc;
-        }
+        rc = create_sub(w, i, &port, &ep);
+        if (rc != STRATA_OK)
+            return init_failed(w, rc);
         w->subs[i].ep = ep;
         w->nsubs++;
     }
@@ -260,11 +281,9 @@ int st_worker_start(strata_worker *w, st_sub_endpoint_create_fn create_sub) {
     for (int i = 0; i < n; i++)
         w->idle_subs[i] = n - 1 - i;
     w->nidle_subs = n;
-    int rc = st_sched_start(w);
-    if (rc != STRATA_OK) {
-        stop_sub_workers(w); /* the worker stays CREATED: init may be retried */
-        return rc;
-    }
+    rc = st_sched_start(w);
+    if (rc != STRATA_OK)
+        return init_failed(w, rc); /* the worker stays CREATED: init may be retried */
     st_engine_lock(w);
     w->state = ST_WORKER_RUNNING;
     st_engine_unlock(w);
@@ -328,16 +347,16 @@ void strata_worker_destroy(strata_worker *w) {
     if (strata_worker_close(w) == STRATA_ESTATE && (tls_orchestrating == w || in_task_of(w)))
         return;
     for (int i = 0; i < w->ncallables; i++)
-        free(w->callables[i]);
-    free(w->subs);
-    free(w->idle_subs);
-    free(w->reserved);
-    free(w->next);
-    free(w->orch.scope_refs);
+        st_free(w->callables[i]);
+    st_free(w->subs);
+    st_free(w->idle_subs);
+    st_free(w->reserved);
+    st_free(w->next);
+    st_free(w->orch.scope_refs);
     st_heap_destroy(&w->heap);
     st_tmap_destroy(&w->tmap);
     st_slots_destroy(&w->slots);
-    free(w);
+    st_free(w);
 }
 
 /* ---- runs ---------------------------------------------------------------- */

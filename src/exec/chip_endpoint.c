@@ -26,6 +26,7 @@
 #include "core/buffer.h"
 #include "core/endpoint.h"
 #include "strata/chip.h"
+#include "util/alloc.h"
 #include "util/thread_role.h"
 #include "util/error.h"
 
@@ -164,8 +165,9 @@ static void submit_task(chip_ep *ep, chip_task *t, uint32_t slot, int activated)
         rc = st_lane_submit_leased(st_chip_lane(ep->chip), &req, lease, ++ep->native_runs,
                                    t->d.dispatch_id, activated, &t->run);
     }
-    if (rc != STRATA_OK) {
-        fill_completion(t, STRATA_EENDPOINT, strata_error_message());
+    if (rc != STRATA_OK) { /* out of memory stays that: the chip itself is fine */
+        fill_completion(t, rc == STRATA_ENOMEM ? STRATA_ENOMEM : STRATA_EENDPOINT,
+                        strata_error_message());
         complete_task(ep, t);
         return;
     }
@@ -313,10 +315,10 @@ static void chip_ep_destroy(st_endpoint *base) {
     strata_chip_close(ep->chip); /* finishes the lane; frees the device memory left */
     for (size_t i = 0; i < ep->nbuffers; i++)
         st_buffer_destroy_device(ep->buffers[i].b);
-    free(ep->buffers);
+    st_free(ep->buffers);
     pthread_cond_destroy(&ep->cv);
     pthread_mutex_destroy(&ep->mu);
-    free(ep);
+    st_free(ep);
 }
 
 static const st_endpoint_ops chip_ep_ops = {
@@ -337,9 +339,9 @@ int strata_worker_add_chip(strata_worker *w, const strata_chip_config *cfg, int 
                        "strata_worker_add_chip: host mode %d is not available in this version "
                        "(use STRATA_HOST_THREAD)",
                        (int)cfg->host);
-    chip_ep *ep = calloc(1, sizeof *ep);
+    chip_ep *ep = st_calloc(1, sizeof *ep);
     if (!ep)
-        return st_fail(STRATA_ENOMEM, "strata_worker_add_chip: out of memory");
+        return st_fail_nomem("strata_worker_add_chip: the chip endpoint", sizeof *ep);
     pthread_mutex_init(&ep->mu, NULL);
     pthread_cond_init(&ep->cv, NULL);
     ep->base.ops = &chip_ep_ops;
@@ -353,7 +355,7 @@ int strata_worker_add_chip(strata_worker *w, const strata_chip_config *cfg, int 
         strata_chip_close(ep->chip);
         pthread_cond_destroy(&ep->cv);
         pthread_mutex_destroy(&ep->mu);
-        free(ep);
+        st_free(ep);
         return st_fail_msg(rc, msg);
     }
     snprintf(ep->base.label, sizeof ep->base.label, "%d (%s)", *worker_id,
@@ -445,12 +447,13 @@ int strata_worker_chip_malloc(strata_worker *w, int worker_id, size_t nbytes, st
     pthread_mutex_lock(&ep->mu);
     if (rc == STRATA_OK && ep->nbuffers == ep->cap_buffers) {
         size_t cap = ep->cap_buffers ? ep->cap_buffers * 2 : 16;
-        chip_buffer_entry *nb = realloc(ep->buffers, cap * sizeof *nb);
+        chip_buffer_entry *nb = st_realloc(ep->buffers, cap * sizeof *nb);
         if (nb) {
             ep->buffers = nb;
             ep->cap_buffers = cap;
         } else {
-            rc = st_fail(STRATA_ENOMEM, "%s: out of memory", what);
+            rc = st_fail_nomem("strata_worker_chip_malloc: growing the chip's buffer list",
+                               cap * sizeof *nb);
         }
     }
     if (rc == STRATA_OK)

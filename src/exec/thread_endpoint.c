@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "exec/thread_endpoint.h"
+#include "util/alloc.h"
 #include "util/thread_role.h"
 #include "util/assert.h"
 #include "util/error.h"
@@ -148,7 +149,7 @@ static void thread_ep_stop(st_endpoint *base) {
 static void thread_ep_destroy(st_endpoint *base) {
     thread_ep *ep = (thread_ep *)base;
     pthread_join(ep->thread, NULL);
-    free(ep);
+    st_free(ep);
 }
 
 static const st_endpoint_ops thread_ep_ops = {
@@ -162,9 +163,9 @@ static const st_endpoint_ops thread_ep_ops = {
 
 int st_thread_endpoint_create(strata_worker *w, int index, const st_sub_port *port,
                               st_endpoint **out) {
-    thread_ep *ep = calloc(1, sizeof *ep);
+    thread_ep *ep = st_calloc(1, sizeof *ep);
     if (!ep)
-        return st_fail(STRATA_ENOMEM, "strata_worker_init: out of memory for sub worker %d", index);
+        return st_fail_nomem("strata_worker_init: a sub worker", sizeof *ep);
     ep->base.ops = &thread_ep_ops;
     ep->base.engine = w;
     ep->base.is_sub = 1;
@@ -174,7 +175,7 @@ int st_thread_endpoint_create(strata_worker *w, int index, const st_sub_port *po
     ep->spin_ns = port->spin_ns;
     ep->before_claim_hook = port->before_claim_hook;
     if (pthread_create(&ep->thread, NULL, thread_ep_main, ep) != 0) {
-        free(ep);
+        st_free(ep);
         return st_fail(STRATA_ENOMEM, "strata_worker_init: could not start sub worker %d", index);
     }
     *out = &ep->base;

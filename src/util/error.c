@@ -31,6 +31,16 @@ int st_fail_msg(int status, const char *msg) {
     return status;
 }
 
+int st_fail_nomem(const char *what, size_t bytes) {
+    return st_fail(STRATA_ENOMEM, "%s: cannot allocate %zu bytes (out of memory)", what, bytes);
+}
+
+int st_fail_prefix(int status, const char *prefix) {
+    char msg[STRATA_ERRMSG_MAX];
+    snprintf(msg, sizeof msg, "%s", last_error);
+    return st_fail(status, "%s: %s", prefix, msg); /* truncated like any message */
+}
+
 void st_clear_error(void) {
     last_error[0] = '\0';
 }

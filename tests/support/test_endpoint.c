@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "exec/thread_endpoint.h"
+#include "util/alloc.h"
 #include "util/clock.h"
 #include "util/error.h"
 #include "util/futex.h"
@@ -45,7 +46,7 @@ static void log_dispatch(st_test_ep *ep, const st_dispatch *d) {
     pthread_mutex_lock(&ep->log_mu);
     if (ep->nlog == ep->cap) {
         uint32_t ncap = ep->cap ? ep->cap * 2 : 64;
-        st_test_ep_record *nl = realloc(ep->log, sizeof *nl * ncap);
+        st_test_ep_record *nl = st_realloc(ep->log, sizeof *nl * ncap);
         if (nl) {
             ep->log = nl;
             ep->cap = ncap;
@@ -132,8 +133,8 @@ static void test_ep_destroy(st_endpoint *base) {
     while (atomic_load(&ep->finishing) != 0)
         sched_yield();
     pthread_mutex_destroy(&ep->log_mu);
-    free(ep->log);
-    free(ep);
+    st_free(ep->log);
+    st_free(ep);
 }
 
 static const st_endpoint_ops test_ep_ops = {
@@ -146,9 +147,9 @@ static const st_endpoint_ops test_ep_ops = {
 
 int st_test_ep_add(strata_worker *w, const st_test_ep_config *cfg, int *worker_id,
                    st_test_ep **out) {
-    st_test_ep *ep = calloc(1, sizeof *ep);
+    st_test_ep *ep = st_calloc(1, sizeof *ep);
     if (!ep)
-        return st_fail(STRATA_ENOMEM, "test endpoint: out of memory");
+        return st_fail_nomem("test endpoint", sizeof *ep);
     ep->base.ops = &test_ep_ops;
     if (cfg)
         ep->cfg = *cfg;
@@ -156,7 +157,7 @@ int st_test_ep_add(strata_worker *w, const st_test_ep_config *cfg, int *worker_i
     int rc = st_worker_add_endpoint(w, &ep->base, worker_id);
     if (rc != STRATA_OK) {
         pthread_mutex_destroy(&ep->log_mu);
-        free(ep);
+        st_free(ep);
         return rc;
     }
     snprintf(ep->base.label, sizeof ep->base.label, "%d (test)", *worker_id);

@@ -18,6 +18,7 @@
 #include <time.h>
 
 #include "sim_device.h"
+#include "util/alloc.h"
 
 int sim_fail(strata_backend_msg *m, int rc, const char *fmt, ...) {
     if (m) {
@@ -100,7 +101,7 @@ static void *core_main(void *argp) {
     sim_core_arg *arg = argp;
     sim_device *dev = arg->dev;
     uint32_t core_id = arg->core_id;
-    free(arg);
+    st_free(arg);
     pthread_mutex_lock(&dev->mu);
     for (;;) {
         while (!dev->stop && !block_available(dev))
@@ -172,13 +173,14 @@ static void stop_cores(sim_device *dev) {
 
 static int start_cores(sim_device *dev, strata_backend_msg *m) {
     for (uint32_t i = 0; i < dev->ncores; i++) {
-        sim_core_arg *arg = malloc(sizeof *arg);
+        sim_core_arg *arg = st_malloc(sizeof *arg);
         if (!arg)
-            return sim_fail(m, STRATA_BACKEND_ERROR, "out of memory starting simulated cores");
+            return sim_fail(m, STRATA_BACKEND_ERROR,
+                            "out of memory starting simulated core %u (%zu bytes)", i, sizeof *arg);
         *arg = (sim_core_arg){.dev = dev, .core_id = i};
         int err = pthread_create(&dev->cores[i], NULL, core_main, arg);
         if (err != 0) {
-            free(arg);
+            st_free(arg);
             return sim_fail(m, STRATA_BACKEND_ERROR, "cannot start simulated core %u: %s", i,
                             strerror(err));
         }
@@ -196,7 +198,7 @@ static void destroy_device(sim_device *dev) {
     sim_memory_destroy(&dev->mem);
     pthread_cond_destroy(&dev->work_cv);
     pthread_mutex_destroy(&dev->mu);
-    free(dev);
+    st_free(dev);
 }
 
 static int load_kernel_module(sim_device *dev, const char *path, strata_backend_msg *m) {
@@ -227,13 +229,14 @@ int sim_open(const strata_backend_open_params *p, void **out, strata_backend_msg
     if (cores > SIM_MAX_CORES)
         return sim_fail(m, STRATA_BACKEND_ERROR, "open: %u simulated cores requested, at most %d",
                         cores, SIM_MAX_CORES);
-    sim_device *dev = calloc(1, sizeof *dev);
+    sim_device *dev = st_calloc(1, sizeof *dev);
     if (!dev)
-        return sim_fail(m, STRATA_BACKEND_ERROR, "open: out of memory");
+        return sim_fail(m, STRATA_BACKEND_ERROR, "open: out of memory for the device (%zu bytes)",
+                        sizeof *dev);
     dev->device_id = p->device_id;
     dev->ncores = cores;
     if (sim_memory_init(&dev->mem) != 0) {
-        free(dev);
+        st_free(dev);
         return sim_fail(m, STRATA_BACKEND_ERROR, "open: cannot initialise device memory");
     }
     pthread_mutex_init(&dev->mu, NULL);
@@ -288,6 +291,19 @@ static int parse_fault(const char *value, sim_fault *out) {
     return -1;
 }
 
+/* Tests: the v-th allocation of this library on the configuring thread
+ * fails (alloc_fail_after: only that one; alloc_fail_from: it and every later
+ * one); 0 turns the hook off. Unlike the other knobs this is not per device:
+ * the hook belongs to the library's copy of util/alloc.c. */
+static void arm_alloc_hook(const char *key, uint64_t v) {
+    if (v == 0)
+        st_alloc_hook_off();
+    else
+        st_alloc_fail_after(
+            v, strcmp(key, "alloc_fail_from") == 0 ? ST_ALLOC_FAIL_FROM : ST_ALLOC_FAIL_ONCE,
+            ST_ALLOC_THIS_THREAD);
+}
+
 /* Apply one knob to inj (mu held). */
 static int apply_knob(sim_injection *inj, const char *key, const char *value,
                       strata_backend_msg *m) {
@@ -329,11 +345,13 @@ static int apply_knob(sim_injection *inj, const char *key, const char *value,
         inj->fault_block = (uint32_t)v;
     else if (strcmp(key, "refuse_overlap") == 0)
         inj->refuse_overlap = v != 0;
+    else if (strcmp(key, "alloc_fail_after") == 0 || strcmp(key, "alloc_fail_from") == 0)
+        arm_alloc_hook(key, v);
     else
         return sim_fail(m, STRATA_BACKEND_ERROR,
                         "configure: unknown or out-of-range knob '%s' (known: prepare_delay_ns, "
                         "kernel_delay_ns, fault, fault_code, fault_run, fault_kernel, "
-                        "fault_block, refuse_overlap)",
+                        "fault_block, refuse_overlap, alloc_fail_after, alloc_fail_from)",
                         key);
     return 0;
 }

@@ -4,7 +4,8 @@
  * simulated cores, injection knobs, the live native runs) and the layout of
  * a sim native run inside caller-owned storage.
  * Must never: keep state outside a device (no globals: every device is
- * independent), or spin: idle cores and waiters park.
+ * independent; the one exception is the test-only allocation hook of the
+ * library's copy of util/alloc.c), or spin: idle cores and waiters park.
  *
  * Lock order: sim_device.mu, then sim_memory.mu (never the reverse).
  */

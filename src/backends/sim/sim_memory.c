@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "sim_device.h"
+#include "util/alloc.h"
 
 #define SIM_ALLOC_ALIGN 64
 
@@ -20,8 +21,8 @@ int sim_memory_init(sim_memory *mem) {
 
 void sim_memory_destroy(sim_memory *mem) {
     for (size_t i = 0; i < mem->count; i++)
-        free((void *)mem->allocs[i].base);
-    free(mem->allocs);
+        st_free((void *)mem->allocs[i].base);
+    st_free(mem->allocs);
     pthread_mutex_destroy(&mem->mu);
     memset(mem, 0, sizeof *mem);
 }
@@ -45,7 +46,7 @@ static int grow(sim_memory *mem) {
     if (mem->count < mem->cap)
         return 0;
     size_t cap = mem->cap ? mem->cap * 2 : 16;
-    sim_alloc *n = realloc(mem->allocs, cap * sizeof *n);
+    sim_alloc *n = st_realloc(mem->allocs, cap * sizeof *n);
     if (!n)
         return -1;
     mem->allocs = n;
@@ -60,7 +61,7 @@ int sim_memory_alloc(sim_memory *mem, uint64_t nbytes, void **addr, strata_backe
         return sim_fail(m, STRATA_BACKEND_ERROR, "device allocation of %llu bytes is too large",
                         (unsigned long long)nbytes);
     size_t rounded = (size_t)((nbytes + SIM_ALLOC_ALIGN - 1) / SIM_ALLOC_ALIGN * SIM_ALLOC_ALIGN);
-    void *p = aligned_alloc(SIM_ALLOC_ALIGN, rounded);
+    void *p = st_aligned_alloc(SIM_ALLOC_ALIGN, rounded);
     if (!p)
         return sim_fail(m, STRATA_BACKEND_ERROR,
                         "device out of memory allocating %llu bytes (committed %llu)",
@@ -69,8 +70,10 @@ int sim_memory_alloc(sim_memory *mem, uint64_t nbytes, void **addr, strata_backe
     pthread_mutex_lock(&mem->mu);
     if (grow(mem) != 0) {
         pthread_mutex_unlock(&mem->mu);
-        free(p);
-        return sim_fail(m, STRATA_BACKEND_ERROR, "out of host memory for device bookkeeping");
+        st_free(p);
+        return sim_fail(m, STRATA_BACKEND_ERROR,
+                        "out of host memory growing the device's allocation table (%zu bytes)",
+                        (mem->cap ? mem->cap * 2 : 16) * sizeof(sim_alloc));
     }
     long at = find_floor(mem, (uintptr_t)p) + 1;
     memmove(&mem->allocs[at + 1], &mem->allocs[at], (mem->count - (size_t)at) * sizeof(sim_alloc));
@@ -100,7 +103,7 @@ int sim_memory_free(sim_memory *mem, void *addr, strata_backend_msg *m) {
             (mem->count - (size_t)at - 1) * sizeof(sim_alloc));
     mem->count--;
     pthread_mutex_unlock(&mem->mu);
-    free(addr);
+    st_free(addr);
     return 0;
 }
 

@@ -21,6 +21,7 @@
 #include <time.h>
 
 #include "sim_device.h"
+#include "util/alloc.h"
 
 #define SIM_MAX_BLOCKS (1u << 20)
 
@@ -85,7 +86,7 @@ static void program_fail(strata_program_ctx *ctx, const char *msg) {
 static int append_launch(sim_run *r, const sim_launch *l) {
     if (r->nlaunches == r->cap) {
         uint32_t cap = r->cap ? r->cap * 2 : 4;
-        sim_launch *n = realloc(r->launches, cap * sizeof *n);
+        sim_launch *n = st_realloc(r->launches, cap * sizeof *n);
         if (!n)
             return -1;
         r->launches = n;
@@ -131,7 +132,8 @@ static int program_launch(strata_program_ctx *ctx, const char *kernel, uint32_t 
     if (nargs)
         memcpy(l.args, args, nargs * sizeof args[0]);
     if (append_launch(r, &l) != 0)
-        return build_fail(b, "out of memory enqueuing kernel '%s'", kernel);
+        return build_fail(b, "out of memory enqueuing kernel '%s' (launch list of %zu bytes)",
+                          kernel, (size_t)(r->cap ? r->cap * 2 : 4) * sizeof(sim_launch));
     return 0;
 }
 
@@ -206,7 +208,7 @@ static void release_live(sim_device *dev, sim_run *r) {
 
 /* Leave the storage as it was before prepare: all zero. */
 static void clear_run(sim_run *r) {
-    free(r->launches);
+    st_free(r->launches);
     memset((void *)r, 0, sizeof *r);
 }
 
