@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "export.h"
 #include "status.h"
 
 #ifdef __cplusplus
@@ -35,7 +36,7 @@ typedef enum strata_dtype {
 } strata_dtype;
 
 /* Size in bytes of one element, or 0 for an unknown dtype. */
-size_t strata_dtype_size(strata_dtype dtype);
+STRATA_API size_t strata_dtype_size(strata_dtype dtype);
 
 /* How a task uses a tensor; dependencies are inferred from it (see docs/guide.md):
  *   IN            waits for the last writer of overlapping bytes
@@ -87,7 +88,7 @@ static inline void *strata_tensor_data(const strata_tensor *t) {
 }
 
 /* Number of elements of the view. */
-int64_t strata_tensor_numel(const strata_tensor *t);
+STRATA_API int64_t strata_tensor_numel(const strata_tensor *t);
 
 /* ---- Buffers ------------------------------------------------------------ */
 
@@ -96,29 +97,30 @@ typedef struct strata_buffer strata_buffer;
 
 /* Host memory owned by strata, zero-filled, mapped shared so every child
  * process of the worker sees it at the same address. */
-int strata_buffer_create(strata_worker *w, size_t nbytes, strata_buffer **out);
+STRATA_API int strata_buffer_create(strata_worker *w, size_t nbytes, strata_buffer **out);
 
 /* Give identity to memory the caller already owns (visible to thread-hosted
  * workers only). strata never frees it. */
-int strata_buffer_wrap(strata_worker *w, void *data, size_t nbytes, strata_buffer **out);
+STRATA_API int strata_buffer_wrap(strata_worker *w, void *data, size_t nbytes, strata_buffer **out);
 
 /* Release the handle (and the memory, if strata allocated it). The caller
  * guarantees no unfinished task still uses it. NULL is a no-op. Device
  * buffers (strata_worker_chip_malloc) are refused (strata_error_message() says
  * so): free them with strata_worker_chip_free. */
-void strata_buffer_destroy(strata_buffer *b);
+STRATA_API void strata_buffer_destroy(strata_buffer *b);
 
-void *strata_buffer_data(const strata_buffer *b);
-size_t strata_buffer_size(const strata_buffer *b);
+STRATA_API void *strata_buffer_data(const strata_buffer *b);
+STRATA_API size_t strata_buffer_size(const strata_buffer *b);
 
 /* A strided view: offset in bytes, shape and strides in elements (strides
  * NULL = row-major contiguous). Every element must lie inside the buffer. */
-int strata_tensor_view(const strata_buffer *b, uint64_t offset, strata_dtype dtype, int rank,
-                       const int64_t *shape, const int64_t *strides, strata_tensor *out);
+STRATA_API int strata_tensor_view(const strata_buffer *b, uint64_t offset, strata_dtype dtype,
+                                  int rank, const int64_t *shape, const int64_t *strides,
+                                  strata_tensor *out);
 
 /* Row-major view of the whole buffer from offset 0. */
-int strata_tensor_contiguous(const strata_buffer *b, strata_dtype dtype, int rank,
-                             const int64_t *shape, strata_tensor *out);
+STRATA_API int strata_tensor_contiguous(const strata_buffer *b, strata_dtype dtype, int rank,
+                                        const int64_t *shape, strata_tensor *out);
 
 /* ---- Task arguments -------------------------------------------------------- */
 
@@ -136,19 +138,19 @@ typedef struct strata_task_args {
     strata_tensor tensors[STRATA_MAX_TENSORS];
 } strata_task_args;
 
-void strata_args_init(strata_task_args *a);
+STRATA_API void strata_args_init(strata_task_args *a);
 
 /* Copy the used part of src (its tensors, scalars and tags) into dst. The args
  * a task body receives are only valid up to their last used tensor (strata
  * stores them compactly): copy them with this call, never by assignment. */
-void strata_args_copy(strata_task_args *dst, const strata_task_args *src);
-int strata_args_add_tensor(strata_task_args *a, const strata_tensor *t, strata_tag tag);
-int strata_args_add_scalar(strata_task_args *a, uint64_t value);
+STRATA_API void strata_args_copy(strata_task_args *dst, const strata_task_args *src);
+STRATA_API int strata_args_add_tensor(strata_task_args *a, const strata_tensor *t, strata_tag tag);
+STRATA_API int strata_args_add_scalar(strata_task_args *a, uint64_t value);
 
 /* Typed accessors for task bodies; out-of-range indices return NULL / 0. */
-void *strata_args_data(const strata_task_args *a, uint32_t i);
-const strata_tensor *strata_args_tensor(const strata_task_args *a, uint32_t i);
-uint64_t strata_args_scalar(const strata_task_args *a, uint32_t i);
+STRATA_API void *strata_args_data(const strata_task_args *a, uint32_t i);
+STRATA_API const strata_tensor *strata_args_tensor(const strata_task_args *a, uint32_t i);
+STRATA_API uint64_t strata_args_scalar(const strata_task_args *a, uint32_t i);
 
 #ifdef __cplusplus
 }
