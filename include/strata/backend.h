@@ -31,9 +31,11 @@
 #ifndef STRATA_BACKEND_H
 #define STRATA_BACKEND_H
 
-#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+#ifndef __cplusplus
+#include <stdatomic.h>
+#endif
 
 #include "status.h"
 #include "tensor.h"
@@ -50,6 +52,18 @@ extern "C" {
 #define STRATA_NATIVE_RUN_BYTES 1024 /* caller-owned storage of one native run */
 #define STRATA_KERNEL_MAX_ARGS 32    /* u64 words one kernel launch receives */
 #define STRATA_PROGRAM_NAME_MAX 64   /* bytes of a program or kernel name, NUL included */
+
+/* C++ (before C++23) has neither _Alignas nor _Atomic. The layouts are the
+ * same: alignas(64) is _Alignas(64), and the acceptance word is a plain
+ * uint32_t a C++ backend stores with release order (std::atomic_ref in
+ * C++20, or __atomic_store_n(word, v, __ATOMIC_RELEASE)). */
+#ifdef __cplusplus
+#define STRATA_BACKEND_ALIGNAS(n) alignas(n)
+typedef uint32_t strata_backend_atomic_u32;
+#else
+#define STRATA_BACKEND_ALIGNAS(n) _Alignas(n)
+typedef _Atomic uint32_t strata_backend_atomic_u32;
+#endif
 
 /* Return codes of backend functions (all other negative values are device codes). */
 enum {
@@ -82,7 +96,7 @@ typedef struct strata_backend_contract {
 
 /* Caller-owned storage of one native run. Opaque to everyone but the backend. */
 typedef struct strata_native_run {
-    _Alignas(64) unsigned char bytes[STRATA_NATIVE_RUN_BYTES];
+    STRATA_BACKEND_ALIGNAS(64) unsigned char bytes[STRATA_NATIVE_RUN_BYTES];
 } strata_native_run;
 
 /* Flags of a native run descriptor. */
@@ -90,13 +104,13 @@ typedef struct strata_native_run {
 
 /* Identity and launch sink of one native run, copied by value at prepare. */
 typedef struct strata_native_run_desc {
-    uint32_t slot;              /* pipeline slot, < contract.pipeline_depth */
-    uint32_t flags;             /* STRATA_NATIVE_* */
-    uint64_t run_id;            /* diagnostic identity (0 for direct runs) */
-    uint64_t generation;        /* lease generation (diagnostic after admission) */
-    uint64_t dispatch_id;       /* ordering identity (diagnostic for the backend) */
-    uint64_t epoch;             /* authoritative identity of every later phase call, != 0 */
-    _Atomic uint32_t *accepted; /* optional: receives accepted_value at the real launch */
+    uint32_t slot;        /* pipeline slot, < contract.pipeline_depth */
+    uint32_t flags;       /* STRATA_NATIVE_* */
+    uint64_t run_id;      /* diagnostic identity (0 for direct runs) */
+    uint64_t generation;  /* lease generation (diagnostic after admission) */
+    uint64_t dispatch_id; /* ordering identity (diagnostic for the backend) */
+    uint64_t epoch;       /* authoritative identity of every later phase call, != 0 */
+    strata_backend_atomic_u32 *accepted; /* optional: receives accepted_value at the real launch */
     uint32_t accepted_value;
     uint32_t reserved; /* 0 */
 } strata_native_run_desc;
