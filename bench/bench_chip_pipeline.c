@@ -23,7 +23,8 @@
 #include <string.h>
 #include <time.h>
 
-#include <strata/chip.h>
+#include <strata/backend.h>
+#include <strata/sim.h>
 #include <strata/strata.h>
 
 #ifndef STRATA_SIM_BACKEND_PATH
@@ -111,8 +112,8 @@ static strata_chip *open_chip(uint32_t depth, uint64_t prepare_ns, uint64_t kern
     strata_chip_config_init(&cfg);
     cfg.kernel_module = STRATA_SIM_TEST_KERNELS_PATH;
     cfg.pipeline_depth = depth;
-    cfg.sim.prepare_delay_ns = prepare_ns;
-    cfg.sim.kernel_delay_ns = kernel_ns;
+    strata_sim_injection inj = {.prepare_delay_ns = prepare_ns, .kernel_delay_ns = kernel_ns};
+    cfg.sim = &inj;
     if (counting)
         cfg.backend_entry = counting_entry;
     strata_chip *chip;

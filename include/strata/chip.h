@@ -2,11 +2,11 @@
  *
  * Owns: the public L2 API (DESIGN §4, §7): opening a chip, registering
  * programs, device memory, submitting runs and the run handle, the lane
- * queries, the sim backend's injection knobs, and the calls a program makes
- * to enqueue kernel launches.
- * Must never: expose the ChipWorker, the lane or the backend table; every
- * object here is an opaque handle or a configuration struct filled by
- * strata_chip_config_init().
+ * queries, and the calls a program makes to enqueue kernel launches.
+ * Must never: expose the ChipWorker, the lane or the backend table, or
+ * include backend.h (the versioned backend ABI) or sim.h (the sim backend's
+ * knobs); every object here is an opaque handle or a configuration struct
+ * filled by strata_chip_config_init().
  *
  * Runs on one chip are executed in submission order. With a backend that
  * can prepare a successor while a run executes (the sim can), a submitted run
@@ -21,10 +21,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "backend.h"
 #include "export.h"
 #include "status.h"
 #include "tensor.h"
+#include "types.h"
 #include "worker.h"
 
 #ifdef __cplusplus
@@ -35,31 +35,10 @@ typedef struct strata_chip strata_chip;         /* one open device */
 typedef struct strata_chip_run strata_chip_run; /* one submitted run, owned by the caller */
 typedef int32_t strata_chip_program;            /* a program registered on one chip (>= 0) */
 
-/* STRATA_CALL_DIAGNOSTICS (a strata_call_config flag) is defined in worker.h. */
+/* STRATA_CALL_DIAGNOSTICS (a strata_call_config flag) is defined in types.h. */
 
-/* ---- The sim backend's injection knobs (tests and benchmarks) ------------------- */
-
-typedef enum strata_sim_fault {
-    STRATA_SIM_FAULT_NONE = 0,
-    STRATA_SIM_FAULT_PREPARE,  /* prepare fails (the run fails; the chip stays usable) */
-    STRATA_SIM_FAULT_LAUNCH,   /* launch fails before anything started (reclaimed) */
-    STRATA_SIM_FAULT_POLL,     /* poll reports an error (poisons the chip) */
-    STRATA_SIM_FAULT_WAIT,     /* the blocking wait reports an error (poisons the chip);
-                                  polls never see such a run finish */
-    STRATA_SIM_FAULT_FINALIZE, /* finalize reports an error (poisons the chip) */
-    STRATA_SIM_FAULT_KERNEL    /* one block of a kernel fails (device error: poisons) */
-} strata_sim_fault;
-
-typedef struct strata_sim_injection {
-    uint64_t prepare_delay_ns; /* time every prepare takes at least */
-    uint64_t kernel_delay_ns;  /* device time every kernel launch takes at least */
-    strata_sim_fault fault;    /* which phase fails (NONE = none) */
-    int32_t fault_code;        /* device code of the fault (0 = -5) */
-    uint32_t fault_run;        /* 0: every run; N: only the N-th run prepared on the chip */
-    char fault_kernel[STRATA_PROGRAM_NAME_MAX]; /* KERNEL: only this kernel ("" = any) */
-    uint32_t fault_block;                       /* KERNEL: the failing block index */
-    int refuse_overlap; /* answer "incompatible" to a prepare overlapping a run */
-} strata_sim_injection;
+struct strata_backend_ops;   /* the backend's function table (backend.h) */
+struct strata_sim_injection; /* the sim backend's injection knobs (sim.h) */
 
 /* ---- Opening a chip ------------------------------------------------------------- */
 
@@ -67,15 +46,18 @@ typedef struct strata_chip_config {
     /* Path of a backend shared object, or "sim": the sim backend, looked up
      * next to libstrata, then in this build tree, then on the loader's path. */
     const char *backend;
-    /* A backend linked into the program: its entry point, used instead of
-     * `backend` when set (`backend` then only names it in messages). */
-    strata_backend_entry_fn backend_entry;
+    /* A backend linked into the program: its entry point (a
+     * strata_backend_entry_fn, backend.h), used instead of `backend` when set
+     * (`backend` then only names it in messages). */
+    const struct strata_backend_ops *(*backend_entry)(uint32_t loader_abi_version,
+                                                      uint32_t *backend_abi_version);
     int device_id;             /* >= 0 (default 0) */
     const char *kernel_module; /* kernel module shared object (sim), or NULL for none */
     uint32_t sim_cores;        /* simulated core threads (default 2) */
     uint32_t pipeline_depth;   /* 0: the backend's; 1: never overlap runs; 2 */
     strata_host_mode host;     /* in an L3 worker: STRATA_HOST_THREAD (the only mode yet) */
-    strata_sim_injection sim;  /* sim only; all zero = no injection */
+    /* Sim only: injection knobs (sim.h), copied at open; NULL = none. */
+    const struct strata_sim_injection *sim;
 } strata_chip_config;
 
 STRATA_API void strata_chip_config_init(strata_chip_config *cfg);
@@ -93,9 +75,6 @@ STRATA_API int strata_chip_close(strata_chip *chip);
 
 /* "chip sim:0" - the label every error message of this chip starts with. */
 STRATA_API const char *strata_chip_label(const strata_chip *chip);
-
-/* Change the sim injection knobs of an open chip (STRATA_EINVAL for other backends). */
-STRATA_API int strata_chip_set_sim_injection(strata_chip *chip, const strata_sim_injection *inj);
 
 /* ---- Programs ---------------------------------------------------------------------- */
 

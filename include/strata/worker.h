@@ -119,15 +119,7 @@ STRATA_API int strata_worker_run(strata_worker *w, strata_orch_fn fn, void *arg)
 
 /* ---- Inside an orchestration function ------------------------------------- */
 
-/* Optional per-call settings for next-level tasks (NULL = defaults). */
-typedef struct strata_call_config {
-    uint32_t block_dim; /* blocks a chip program's kernels run over (0 = program default) */
-    uint32_t flags;     /* STRATA_CALL_* bits; others must be 0 */
-} strata_call_config;
-
-/* strata_call_config.flags bit: the run collects device-wide diagnostics. Such a
- * run never overlaps another run's preparation on a chip (depth one around it). */
-#define STRATA_CALL_DIAGNOSTICS 0x1u
+/* strata_call_config and STRATA_CALL_DIAGNOSTICS (next-level task settings) are in types.h. */
 
 /* Submit one task for any idle sub worker. An OUT tensor without memory gets
  * runtime memory; the new view is written back into args. */

@@ -1,7 +1,7 @@
 /* chip/chip_api.c - the public L2 API (include/strata/chip.h).
  *
  * Owns: strata_chip (a ChipWorker, its lane and the chip's program table),
- * validation of every public argument, the sim injection knobs, and the
+ * validation of every public argument, the sim injection knobs (strata/sim.h), and the
  * program-side calls (strata_program_launch / strata_program_fail).
  * Must never: let bad input reach the ChipWorker or the backend, or keep
  * state outside a chip (every chip is independent).
@@ -9,6 +9,8 @@
  * A strata_chip_run is the lane's run handle under its public name.
  */
 #include "strata/chip.h"
+#include "strata/backend.h"
+#include "strata/sim.h"
 
 #include <inttypes.h>
 #include <pthread.h>
@@ -135,7 +137,7 @@ static int validate_config(const strata_chip_config *cfg) {
     if (cfg->sim_cores > ST_CHIP_MAX_CORES)
         return st_fail(STRATA_EINVAL, "strata_chip_open: sim_cores %u (at most %d)", cfg->sim_cores,
                        ST_CHIP_MAX_CORES);
-    return validate_injection(&cfg->sim);
+    return cfg->sim ? validate_injection(cfg->sim) : STRATA_OK;
 }
 
 static void free_chip(strata_chip *chip) {
@@ -169,8 +171,8 @@ int strata_chip_open(const strata_chip_config *cfg, strata_chip **out) {
     int rc = st_chip_worker_init(chip->cw, &wc);
     if (rc == STRATA_OK) {
         chip->is_sim = strcmp(st_chip_worker_backend_name(chip->cw), "sim") == 0;
-        if (injection_is_set(&cfg->sim))
-            rc = chip->is_sim ? apply_injection(chip, &cfg->sim)
+        if (cfg->sim && injection_is_set(cfg->sim))
+            rc = chip->is_sim ? apply_injection(chip, cfg->sim)
                               : st_fail(STRATA_EINVAL,
                                         "%s: sim injection knobs are set but the backend is '%s'",
                                         st_chip_worker_label(chip->cw),

@@ -3,17 +3,19 @@
 # libstrata and runs in both languages.
 #
 # Owns: the list of languages and warning flags public headers must pass
-# (-pedantic -Wall -Wextra -Werror), and the self-containedness check (one
-# translation unit per header that includes nothing else).
+# (-pedantic -Wall -Wextra -Werror), the self-containedness check (one
+# translation unit per header that includes nothing else), and running the
+# layering rules of header_layering.c.
 # Must never: stop at the first failure (every header and language is tried,
 # then all failures are reported) or compile with the project's own flags (a
 # user's program has none of them).
 #
 # Run with cmake -P and: CC, CXX (may be empty: then only C is checked),
-# INCLUDE_DIR, LIBSTRATA, PROGRAM (header_program.c), WORK_DIR, and
+# INCLUDE_DIR, LIBSTRATA, PROGRAM (header_program.c), LAYERING
+# (header_layering.c: which header may include which), WORK_DIR, and
 # optionally SAN_FLAGS (the sanitizer flags libstrata was built with).
 cmake_minimum_required(VERSION 3.20)
-foreach(v CC INCLUDE_DIR LIBSTRATA PROGRAM WORK_DIR)
+foreach(v CC INCLUDE_DIR LIBSTRATA PROGRAM LAYERING WORK_DIR)
   if(NOT DEFINED ${v} OR "${${v}}" STREQUAL "")
     message(FATAL_ERROR "check_headers.cmake: ${v} is not set")
   endif()
@@ -47,6 +49,13 @@ foreach(h ${headers})
   foreach(lang ${langs})
     try("${name}.h alone (${lang})" ${${lang}_cmd} -I${INCLUDE_DIR} -c ${src}
         -o ${WORK_DIR}/alone_${name}_${lang}.o)
+  endforeach()
+endforeach()
+
+foreach(rule CHECK_BACKEND_H CHECK_STRATA_H)
+  foreach(lang ${langs})
+    try("layering ${rule} (${lang})" ${${lang}_cmd} -D${rule} -I${INCLUDE_DIR} -c ${LAYERING}
+        -o ${WORK_DIR}/layering_${rule}_${lang}.o)
   endforeach()
 endforeach()
 

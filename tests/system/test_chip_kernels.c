@@ -16,6 +16,7 @@
 #include "test_support.h"
 
 #include "strata/chip.h"
+#include "strata/sim.h"
 
 /* ---- Programs -------------------------------------------------------------------------- */
 
@@ -72,8 +73,7 @@ static void open_chip(chip_fixture *f, const strata_sim_injection *inj, uint32_t
     strata_chip_config_init(&cfg);
     cfg.kernel_module = STRATA_SIM_TEST_KERNELS_PATH;
     cfg.pipeline_depth = depth;
-    if (inj)
-        cfg.sim = *inj;
+    cfg.sim = inj; /* copied at open */
     assert_ok(strata_chip_open(&cfg, &f->chip));
     strata_chip_program_desc d = {.name = "vadd", .fn = vadd_program};
     assert_ok(strata_chip_register_program(f->chip, &d, &f->vadd));
@@ -426,9 +426,10 @@ static void bad_input_returns_a_status_and_a_message(void **state) {
     assert_status(STRATA_EDEVICE, strata_chip_open(&cfg, &chip));
     assert_non_null(strstr(strata_error_message(), "kernel module"));
     cfg.kernel_module = STRATA_SIM_TEST_KERNELS_PATH;
-    cfg.sim.fault = (strata_sim_fault)99;
+    strata_sim_injection bad_fault = {.fault = (strata_sim_fault)99};
+    cfg.sim = &bad_fault;
     assert_status(STRATA_EINVAL, strata_chip_open(&cfg, &chip));
-    cfg.sim.fault = STRATA_SIM_FAULT_NONE;
+    cfg.sim = NULL;
     assert_ok(strata_chip_open(&cfg, &chip));
     assert_string_equal(strata_chip_label(chip), "chip sim:0");
 

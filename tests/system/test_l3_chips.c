@@ -16,6 +16,7 @@
 
 #include "exec/endpoint.h"
 #include "strata/chip.h"
+#include "strata/sim.h"
 
 enum { M = 64, N = 32, K = 48, T = 16, HALF = M / 2 };
 
@@ -89,8 +90,8 @@ static void open_worker(l3 *f, const strata_sim_injection *chip1_inj) {
         strata_chip_config_init(&cc);
         cc.device_id = c;
         cc.kernel_module = STRATA_SIM_TEST_KERNELS_PATH;
-        if (c == 1 && chip1_inj)
-            cc.sim = *chip1_inj;
+        if (c == 1)
+            cc.sim = chip1_inj; /* copied when the chip opens */
         assert_ok(strata_worker_add_chip(f->w, &cc, &f->chip[c]));
     }
     strata_chip_program_desc d = {.name = "gemm", .fn = gemm_program};
