@@ -140,6 +140,7 @@ static double pipeline_wall_s(uint32_t depth, int runs) {
     check(strata_chip_drain(chip), "drain");
     double wall = (double)(bench_now_ns() - t0) / 1e9;
     check(strata_chip_close(chip), "close");
+    strata_chip_destroy(chip);
     return wall;
 }
 
@@ -194,6 +195,7 @@ static void measure_waiting(bench_report *rep, const bench_options *opt) {
         strata_chip_run_release(run);
     }
     check(strata_chip_close(chip), "close");
+    strata_chip_destroy(chip);
     bench_table *t = bench_report_table(rep, "Waiting: one unbounded wait on a %.0f ms run",
                                         (double)run_ns / 1e6);
     bench_table_row(t, "waiter CPU / run time", "%", &cpu, 2.0);
@@ -217,6 +219,7 @@ static double latency_us(strata_program_fn fn, int runs) {
     }
     double us = (double)(bench_now_ns() - t0) / 1e3 / runs;
     check(strata_chip_close(chip), "close");
+    strata_chip_destroy(chip);
     return us;
 }
 

@@ -65,13 +65,18 @@ STRATA_API void strata_chip_config_init(strata_chip_config *cfg);
 /* Load the backend, open the device. On failure nothing is left behind. */
 STRATA_API int strata_chip_open(const strata_chip_config *cfg, strata_chip **out);
 
-/* Finish every submitted run (each still executes, unless the chip is
- * poisoned: then queued runs fail with the poison), close the device and
- * free the chip. Returns the chip's poison (the first device failure) if it
- * was poisoned, else STRATA_OK.
- * Must not race with other calls on the chip; run handles stay readable
- * until released. NULL is a no-op. */
+/* Refuse new work, finish every submitted run (each still executes, unless
+ * the chip is poisoned: then queued runs fail with the poison) and close the
+ * device. Idempotent: every call returns the same status, the chip's poison
+ * (the first device failure) if it was poisoned, else a device error from
+ * closing, else STRATA_OK. The handle stays valid: queries and drain still
+ * answer, other calls fail with STRATA_ECLOSED. Must not race with other
+ * calls on the chip. */
 STRATA_API int strata_chip_close(strata_chip *chip);
+
+/* Close (if needed) and free the chip. NULL is a no-op. Run handles still
+ * held stay readable until released. */
+STRATA_API void strata_chip_destroy(strata_chip *chip);
 
 /* "chip sim:0" - the label every error message of this chip starts with. */
 STRATA_API const char *strata_chip_label(const strata_chip *chip);
@@ -147,7 +152,7 @@ STRATA_API int strata_chip_run_wait(strata_chip_run *run, uint64_t timeout_ns);
 STRATA_API int strata_chip_run_wait_until(strata_chip_run *run, uint64_t deadline_ns);
 
 /* 1 if finished, 0 if not (drives progress; never reports the run's error). */
-STRATA_API int strata_chip_run_done(strata_chip_run *run);
+STRATA_API int strata_chip_run_done(const strata_chip_run *run);
 /* STRATA_OK while live or completed; the error status once failed. */
 STRATA_API int strata_chip_run_status(const strata_chip_run *run);
 /* The run's first error, naming chip, run identity, phase, program, kernel
@@ -158,7 +163,8 @@ STRATA_API int strata_chip_run_launched(const strata_chip_run *run);
 STRATA_API strata_chip_disposition strata_chip_run_disposition(const strata_chip_run *run);
 /* The chip-local run number (from 1) that error messages name. */
 STRATA_API uint64_t strata_chip_run_id(const strata_chip_run *run);
-/* Drop the caller's handle. A live run still finishes (its result unread). */
+/* Drop the caller's handle. NULL is a no-op. A live run is not stopped: it
+ * still finishes, unobserved, and close / drain still wait for it. */
 STRATA_API void strata_chip_run_release(strata_chip_run *run);
 
 /* submit + wait forever + release; returns the run's status. */

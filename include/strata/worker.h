@@ -56,8 +56,10 @@ STRATA_API int strata_worker_create(const strata_worker_config *cfg, strata_work
 /* Start the children and the scheduler. After this, runs may be submitted. */
 STRATA_API int strata_worker_init(strata_worker *w);
 
-/* Wait for every admitted run to finish, then stop children and the
- * scheduler. Idempotent. Later submits fail with STRATA_ECLOSED. */
+/* Refuse new runs, wait for every admitted run to finish, then stop the
+ * children and the scheduler. Idempotent: every call returns STRATA_OK (the
+ * runs' own errors belong to the runs). The handle stays valid: queries
+ * still answer, submits and registrations fail with STRATA_ECLOSED. */
 STRATA_API int strata_worker_close(strata_worker *w);
 
 /* Close (if needed) and free. NULL is a no-op. Run handles still held by the
@@ -99,6 +101,8 @@ STRATA_API int strata_worker_submit(strata_worker *w, strata_orch_fn fn, void *a
  * group members) of this run, or of runs ahead of it, that a sub worker has not
  * started yet. */
 STRATA_API int strata_run_wait(strata_run *h, uint64_t timeout_ns);
+/* Same with an absolute CLOCK_MONOTONIC deadline (UINT64_MAX = forever). */
+STRATA_API int strata_run_wait_until(strata_run *h, uint64_t deadline_ns);
 
 /* 1 if finished (completed or failed), 0 if not. */
 STRATA_API int strata_run_done(const strata_run *h);
@@ -111,8 +115,9 @@ STRATA_API const char *strata_run_error(const strata_run *h);
 
 STRATA_API uint64_t strata_run_id(const strata_run *h);
 
-/* Drop the caller's handle. The run must be finished (STRATA_ESTATE otherwise). */
-STRATA_API int strata_run_release(strata_run *h);
+/* Drop the caller's handle. NULL is a no-op. A live run is not stopped: it
+ * still finishes, unobserved, and strata_worker_close still waits for it. */
+STRATA_API void strata_run_release(strata_run *h);
 
 /* submit + wait + release. Returns the run's status. */
 STRATA_API int strata_worker_run(strata_worker *w, strata_orch_fn fn, void *arg);

@@ -257,7 +257,7 @@ static void a_kernel_fault_on_one_chip_names_its_path_and_spares_the_other(void 
     for (size_t i = 0; i < sizeof needles / sizeof needles[0]; i++)
         if (!strstr(err, needles[i]))
             fail_msg("'%s' missing from: %s", needles[i], err);
-    assert_ok(strata_run_release(h));
+    strata_run_release(h);
 
     assert_ok(strata_worker_run(f.w, chip0_orch, &f)); /* chip 0 goes on working */
     int rc = strata_worker_run(f.w, gemm_orch, &f);    /* chip 1 is poisoned by its device fault */
