@@ -9,7 +9,7 @@
  */
 #if defined(CHECK_BACKEND_H)
 #include <strata/backend.h>
-#if defined(STRATA_STATUS_H) || defined(STRATA_TENSOR_H) || defined(STRATA_WORKER_H) ||           \
+#if defined(STRATA_STATUS_H) || defined(STRATA_TENSOR_H) || defined(STRATA_WORKER_H) ||            \
     defined(STRATA_CHIP_H) || defined(STRATA_SIM_H) || defined(STRATA_EXPORT_H)
 #error "backend.h must include no strata header but types.h (the versioned ABI stands alone)"
 #endif
