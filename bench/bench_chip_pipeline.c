@@ -23,7 +23,8 @@
 #include <string.h>
 #include <time.h>
 
-#include <strata/chip.h>
+#include <strata/backend.h>
+#include <strata/sim.h>
 #include <strata/strata.h>
 
 #ifndef STRATA_SIM_BACKEND_PATH
@@ -112,8 +113,8 @@ static strata_chip *open_chip(uint32_t depth, uint64_t prepare_ns, uint64_t kern
     strata_chip_config_init(&cfg);
     cfg.kernel_module = STRATA_SIM_TEST_KERNELS_PATH;
     cfg.pipeline_depth = depth;
-    cfg.sim.prepare_delay_ns = prepare_ns;
-    cfg.sim.kernel_delay_ns = kernel_ns;
+    strata_sim_injection inj = {.prepare_delay_ns = prepare_ns, .kernel_delay_ns = kernel_ns};
+    cfg.sim = &inj;
     if (counting)
         cfg.backend_entry = counting_entry;
     strata_chip *chip;
@@ -140,6 +141,7 @@ static double pipeline_wall_s(uint32_t depth, int runs) {
     check(strata_chip_drain(chip), "drain");
     double wall = (double)(bench_now_ns() - t0) / 1e9;
     check(strata_chip_close(chip), "close");
+    strata_chip_destroy(chip);
     return wall;
 }
 
@@ -194,6 +196,7 @@ static void measure_waiting(bench_report *rep, const bench_options *opt) {
         strata_chip_run_release(run);
     }
     check(strata_chip_close(chip), "close");
+    strata_chip_destroy(chip);
     bench_table *t = bench_report_table(rep, "Waiting: one unbounded wait on a %.0f ms run",
                                         (double)run_ns / 1e6);
     bench_table_row(t, "waiter CPU / run time", "%", &cpu, 2.0);
@@ -217,6 +220,7 @@ static double latency_us(strata_program_fn fn, int runs) {
     }
     double us = (double)(bench_now_ns() - t0) / 1e3 / runs;
     check(strata_chip_close(chip), "close");
+    strata_chip_destroy(chip);
     return us;
 }
 

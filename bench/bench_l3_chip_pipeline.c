@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <strata/sim.h>
 #include <strata/strata.h>
 
 #ifndef STRATA_SIM_TEST_KERNELS_PATH
@@ -66,8 +67,8 @@ static double run_wall_ms(uint32_t depth, int ntasks) {
     strata_chip_config_init(&cc);
     cc.kernel_module = STRATA_SIM_TEST_KERNELS_PATH;
     cc.pipeline_depth = depth;
-    cc.sim.prepare_delay_ns = P_NS;
-    cc.sim.kernel_delay_ns = E_NS;
+    strata_sim_injection inj = {.prepare_delay_ns = P_NS, .kernel_delay_ns = E_NS};
+    cc.sim = &inj;
     job j = {.ntasks = ntasks};
     check(strata_worker_add_chip(w, &cc, &j.chip), "strata_worker_add_chip");
     strata_chip_program_desc d = {.name = "one_kernel", .fn = one_kernel};

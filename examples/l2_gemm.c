@@ -148,7 +148,9 @@ int main(int argc, char **argv) {
     free(A);
     free(C);
     free(ref);
-    if ((rc = strata_chip_close(chip)) != STRATA_OK)
+    rc = strata_chip_close(chip); /* the poison, if a device failure poisoned the chip */
+    strata_chip_destroy(chip);
+    if (rc != STRATA_OK)
         return fail("close", rc);
     return ok ? 0 : 1;
 }

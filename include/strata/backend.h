@@ -4,9 +4,14 @@
  * object: the one exported entry point, the function table and pipeline
  * contract it returns, the caller-owned native run storage, the run
  * descriptor, and the ABI a program and a host-executed (sim) kernel see.
- * Must never: depend on strata internals or allocate anything itself; every
- * type here is plain data that crosses a dlopen boundary, so changing any
- * layout or meaning requires bumping STRATA_BACKEND_ABI_VERSION.
+ * Must never: depend on strata internals, include any strata header but
+ * types.h, or allocate anything itself. Every type here, and every type of
+ * types.h (tensors, task arguments, the call config and the program
+ * signature, which the public API shares), is plain data that crosses a
+ * dlopen boundary, so changing any layout or meaning requires bumping
+ * STRATA_BACKEND_ABI_VERSION; tests/abi/test_abi_layout.c pins the layouts of
+ * the current version. A backend includes this header only and never links
+ * libstrata; the public API (strata.h) does not include it.
  *
  * Loading: the loader dlopens the backend (RTLD_NOW | RTLD_LOCAL), looks up
  * STRATA_BACKEND_ENTRY_SYMBOL and calls it with its own ABI version. The
@@ -31,13 +36,13 @@
 #ifndef STRATA_BACKEND_H
 #define STRATA_BACKEND_H
 
-#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+#ifndef __cplusplus
+#include <stdatomic.h>
+#endif
 
-#include "status.h"
-#include "tensor.h"
-#include "worker.h"
+#include "types.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -48,8 +53,18 @@ extern "C" {
 #define STRATA_BACKEND_MAX_DEPTH 2u  /* native runs a backend may hold at once */
 #define STRATA_BACKEND_MSG_MAX 320   /* bytes of one backend message */
 #define STRATA_NATIVE_RUN_BYTES 1024 /* caller-owned storage of one native run */
-#define STRATA_KERNEL_MAX_ARGS 32    /* u64 words one kernel launch receives */
-#define STRATA_PROGRAM_NAME_MAX 64   /* bytes of a program or kernel name, NUL included */
+
+/* C++ (before C++23) has neither _Alignas nor _Atomic. The layouts are the
+ * same: alignas(64) is _Alignas(64), and the acceptance word is a plain
+ * uint32_t a C++ backend stores with release order (std::atomic_ref in
+ * C++20, or __atomic_store_n(word, v, __ATOMIC_RELEASE)). */
+#ifdef __cplusplus
+#define STRATA_BACKEND_ALIGNAS(n) alignas(n)
+typedef uint32_t strata_backend_atomic_u32;
+#else
+#define STRATA_BACKEND_ALIGNAS(n) _Alignas(n)
+typedef _Atomic uint32_t strata_backend_atomic_u32;
+#endif
 
 /* Return codes of backend functions (all other negative values are device codes). */
 enum {
@@ -82,7 +97,7 @@ typedef struct strata_backend_contract {
 
 /* Caller-owned storage of one native run. Opaque to everyone but the backend. */
 typedef struct strata_native_run {
-    _Alignas(64) unsigned char bytes[STRATA_NATIVE_RUN_BYTES];
+    STRATA_BACKEND_ALIGNAS(64) unsigned char bytes[STRATA_NATIVE_RUN_BYTES];
 } strata_native_run;
 
 /* Flags of a native run descriptor. */
@@ -90,13 +105,13 @@ typedef struct strata_native_run {
 
 /* Identity and launch sink of one native run, copied by value at prepare. */
 typedef struct strata_native_run_desc {
-    uint32_t slot;              /* pipeline slot, < contract.pipeline_depth */
-    uint32_t flags;             /* STRATA_NATIVE_* */
-    uint64_t run_id;            /* diagnostic identity (0 for direct runs) */
-    uint64_t generation;        /* lease generation (diagnostic after admission) */
-    uint64_t dispatch_id;       /* ordering identity (diagnostic for the backend) */
-    uint64_t epoch;             /* authoritative identity of every later phase call, != 0 */
-    _Atomic uint32_t *accepted; /* optional: receives accepted_value at the real launch */
+    uint32_t slot;        /* pipeline slot, < contract.pipeline_depth */
+    uint32_t flags;       /* STRATA_NATIVE_* */
+    uint64_t run_id;      /* diagnostic identity (0 for direct runs) */
+    uint64_t generation;  /* lease generation (diagnostic after admission) */
+    uint64_t dispatch_id; /* ordering identity (diagnostic for the backend) */
+    uint64_t epoch;       /* authoritative identity of every later phase call, != 0 */
+    strata_backend_atomic_u32 *accepted; /* optional: receives accepted_value at the real launch */
     uint32_t accepted_value;
     uint32_t reserved; /* 0 */
 } strata_native_run_desc;
@@ -106,11 +121,7 @@ typedef struct strata_native_run_desc {
  * backend calls it while preparing a run (on the preparing thread); the
  * launches then execute in order when the run is launched. */
 
-typedef struct strata_program_ctx strata_program_ctx;
-
-/* Returns 0, or non-zero to fail the prepare (describe why with ctx->fail). */
-typedef int (*strata_program_fn)(strata_program_ctx *ctx, const strata_task_args *args, void *user);
-
+/* The context a program is called with (strata_program_fn, types.h). */
 struct strata_program_ctx {
     uint32_t abi_version;
     uint32_t block_dim;  /* blocks requested by the call config (0 = no preference) */

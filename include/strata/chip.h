@@ -2,11 +2,11 @@
  *
  * Owns: the public L2 API (DESIGN §4, §7): opening a chip, registering
  * programs, device memory, submitting runs and the run handle, the lane
- * queries, the sim backend's injection knobs, and the calls a program makes
- * to enqueue kernel launches.
- * Must never: expose the ChipWorker, the lane or the backend table; every
- * object here is an opaque handle or a configuration struct filled by
- * strata_chip_config_init().
+ * queries, and the calls a program makes to enqueue kernel launches.
+ * Must never: expose the ChipWorker, the lane or the backend table, or
+ * include backend.h (the versioned backend ABI) or sim.h (the sim backend's
+ * knobs); every object here is an opaque handle or a configuration struct
+ * filled by strata_chip_config_init().
  *
  * Runs on one chip are executed in submission order. With a backend that
  * can prepare a successor while a run executes (the sim can), a submitted run
@@ -21,9 +21,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "backend.h"
+#include "export.h"
 #include "status.h"
 #include "tensor.h"
+#include "types.h"
 #include "worker.h"
 
 #ifdef __cplusplus
@@ -34,31 +35,10 @@ typedef struct strata_chip strata_chip;         /* one open device */
 typedef struct strata_chip_run strata_chip_run; /* one submitted run, owned by the caller */
 typedef int32_t strata_chip_program;            /* a program registered on one chip (>= 0) */
 
-/* STRATA_CALL_DIAGNOSTICS (a strata_call_config flag) is defined in worker.h. */
+/* STRATA_CALL_DIAGNOSTICS (a strata_call_config flag) is defined in types.h. */
 
-/* ---- The sim backend's injection knobs (tests and benchmarks) ------------------- */
-
-typedef enum strata_sim_fault {
-    STRATA_SIM_FAULT_NONE = 0,
-    STRATA_SIM_FAULT_PREPARE,  /* prepare fails (the run fails; the chip stays usable) */
-    STRATA_SIM_FAULT_LAUNCH,   /* launch fails before anything started (reclaimed) */
-    STRATA_SIM_FAULT_POLL,     /* poll reports an error (poisons the chip) */
-    STRATA_SIM_FAULT_WAIT,     /* the blocking wait reports an error (poisons the chip);
-                                  polls never see such a run finish */
-    STRATA_SIM_FAULT_FINALIZE, /* finalize reports an error (poisons the chip) */
-    STRATA_SIM_FAULT_KERNEL    /* one block of a kernel fails (device error: poisons) */
-} strata_sim_fault;
-
-typedef struct strata_sim_injection {
-    uint64_t prepare_delay_ns; /* time every prepare takes at least */
-    uint64_t kernel_delay_ns;  /* device time every kernel launch takes at least */
-    strata_sim_fault fault;    /* which phase fails (NONE = none) */
-    int32_t fault_code;        /* device code of the fault (0 = -5) */
-    uint32_t fault_run;        /* 0: every run; N: only the N-th run prepared on the chip */
-    char fault_kernel[STRATA_PROGRAM_NAME_MAX]; /* KERNEL: only this kernel ("" = any) */
-    uint32_t fault_block;                       /* KERNEL: the failing block index */
-    int refuse_overlap; /* answer "incompatible" to a prepare overlapping a run */
-} strata_sim_injection;
+struct strata_backend_ops;   /* the backend's function table (backend.h) */
+struct strata_sim_injection; /* the sim backend's injection knobs (sim.h) */
 
 /* ---- Opening a chip ------------------------------------------------------------- */
 
@@ -66,35 +46,40 @@ typedef struct strata_chip_config {
     /* Path of a backend shared object, or "sim": the sim backend, looked up
      * next to libstrata, then in this build tree, then on the loader's path. */
     const char *backend;
-    /* A backend linked into the program: its entry point, used instead of
-     * `backend` when set (`backend` then only names it in messages). */
-    strata_backend_entry_fn backend_entry;
+    /* A backend linked into the program: its entry point (a
+     * strata_backend_entry_fn, backend.h), used instead of `backend` when set
+     * (`backend` then only names it in messages). */
+    const struct strata_backend_ops *(*backend_entry)(uint32_t loader_abi_version,
+                                                      uint32_t *backend_abi_version);
     int device_id;             /* >= 0 (default 0) */
     const char *kernel_module; /* kernel module shared object (sim), or NULL for none */
     uint32_t sim_cores;        /* simulated core threads (default 2) */
     uint32_t pipeline_depth;   /* 0: the backend's; 1: never overlap runs; 2 */
     strata_host_mode host;     /* in an L3 worker: STRATA_HOST_THREAD (the only mode yet) */
-    strata_sim_injection sim;  /* sim only; all zero = no injection */
+    /* Sim only: injection knobs (sim.h), copied at open; NULL = none. */
+    const struct strata_sim_injection *sim;
 } strata_chip_config;
 
-void strata_chip_config_init(strata_chip_config *cfg);
+STRATA_API void strata_chip_config_init(strata_chip_config *cfg);
 
 /* Load the backend, open the device. On failure nothing is left behind. */
-int strata_chip_open(const strata_chip_config *cfg, strata_chip **out);
+STRATA_API int strata_chip_open(const strata_chip_config *cfg, strata_chip **out);
 
-/* Finish every submitted run (each still executes, unless the chip is
- * poisoned: then queued runs fail with the poison), close the device and
- * free the chip. Returns the chip's poison (the first device failure) if it
- * was poisoned, else STRATA_OK.
- * Must not race with other calls on the chip; run handles stay readable
- * until released. NULL is a no-op. */
-int strata_chip_close(strata_chip *chip);
+/* Refuse new work, finish every submitted run (each still executes, unless
+ * the chip is poisoned: then queued runs fail with the poison) and close the
+ * device. Idempotent: every call returns the same status, the chip's poison
+ * (the first device failure) if it was poisoned, else a device error from
+ * closing, else STRATA_OK. The handle stays valid: queries and drain still
+ * answer, other calls fail with STRATA_ECLOSED. Must not race with other
+ * calls on the chip. */
+STRATA_API int strata_chip_close(strata_chip *chip);
+
+/* Close (if needed) and free the chip. NULL is a no-op. Run handles still
+ * held stay readable until released. */
+STRATA_API void strata_chip_destroy(strata_chip *chip);
 
 /* "chip sim:0" - the label every error message of this chip starts with. */
-const char *strata_chip_label(const strata_chip *chip);
-
-/* Change the sim injection knobs of an open chip (STRATA_EINVAL for other backends). */
-int strata_chip_set_sim_injection(strata_chip *chip, const strata_sim_injection *inj);
+STRATA_API const char *strata_chip_label(const strata_chip *chip);
 
 /* ---- Programs ---------------------------------------------------------------------- */
 
@@ -104,20 +89,20 @@ typedef struct strata_chip_program_desc {
     void *user;           /* passed to fn */
 } strata_chip_program_desc;
 
-int strata_chip_register_program(strata_chip *chip, const strata_chip_program_desc *desc,
-                                 strata_chip_program *out);
+STRATA_API int strata_chip_register_program(strata_chip *chip, const strata_chip_program_desc *desc,
+                                            strata_chip_program *out);
 /* Refused (STRATA_ESTATE) while a run of the program is queued or live. */
-int strata_chip_unregister_program(strata_chip *chip, strata_chip_program prog);
+STRATA_API int strata_chip_unregister_program(strata_chip *chip, strata_chip_program prog);
 
 /* Inside a program: enqueue `kernel` over `blocks` blocks (0 = the call
  * config's block_dim) with nargs argument words (device addresses cast to
  * uint64_t, scalars). Launches run in enqueue order. */
-int strata_program_launch(strata_program_ctx *ctx, const char *kernel, uint32_t blocks,
-                          const uint64_t *args, uint32_t nargs);
+STRATA_API int strata_program_launch(strata_program_ctx *ctx, const char *kernel, uint32_t blocks,
+                                     const uint64_t *args, uint32_t nargs);
 
 /* Inside a program: describe why it is about to return non-zero. */
-void strata_program_fail(strata_program_ctx *ctx, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+STRATA_API void strata_program_fail(strata_program_ctx *ctx, const char *fmt, ...)
+    STRATA_PRINTF_LIKE(2, 3);
 
 /* Device address of a tensor argument as a kernel argument word. */
 static inline uint64_t strata_program_arg_ptr(const strata_task_args *a, uint32_t i) {
@@ -127,18 +112,20 @@ static inline uint64_t strata_program_arg_ptr(const strata_task_args *a, uint32_
 /* ---- Device memory ---------------------------------------------------------------- */
 
 /* Device memory persists until freed or the chip is closed. */
-int strata_chip_malloc(strata_chip *chip, size_t nbytes, void **dev);
-int strata_chip_free(strata_chip *chip, void *dev);
+STRATA_API int strata_chip_malloc(strata_chip *chip, size_t nbytes, void **dev);
+STRATA_API int strata_chip_free(strata_chip *chip, void *dev);
 /* Synchronous copies; [dev, dev+n) must lie inside one live allocation. */
-int strata_chip_copy_to(strata_chip *chip, void *dev_dst, const void *host_src, size_t n);
-int strata_chip_copy_from(strata_chip *chip, void *host_dst, const void *dev_src, size_t n);
+STRATA_API int strata_chip_copy_to(strata_chip *chip, void *dev_dst, const void *host_src,
+                                   size_t n);
+STRATA_API int strata_chip_copy_from(strata_chip *chip, void *host_dst, const void *dev_src,
+                                     size_t n);
 /* Bytes of device memory currently allocated. */
-uint64_t strata_chip_committed_bytes(const strata_chip *chip);
+STRATA_API uint64_t strata_chip_committed_bytes(const strata_chip *chip);
 
 /* A row-major tensor over device memory (mem = STRATA_MEM_DEVICE) for the
  * arguments of a run. nbytes is the size of the allocation at dev. */
-int strata_chip_tensor(void *dev, uint64_t nbytes, strata_dtype dtype, int rank,
-                       const int64_t *shape, strata_tensor *out);
+STRATA_API int strata_chip_tensor(void *dev, uint64_t nbytes, strata_dtype dtype, int rank,
+                                  const int64_t *shape, strata_tensor *out);
 
 /* ---- Runs ---------------------------------------------------------------------------- */
 
@@ -152,43 +139,45 @@ typedef enum strata_chip_disposition {
  * Blocks while the chip already holds as many runs as it can pipeline.
  * A run that fails after it was accepted still returns STRATA_OK here; its
  * error is reported by wait. */
-int strata_chip_submit(strata_chip *chip, strata_chip_program prog, const strata_task_args *args,
-                       const strata_call_config *cfg, strata_chip_run **out);
+STRATA_API int strata_chip_submit(strata_chip *chip, strata_chip_program prog,
+                                  const strata_task_args *args, const strata_call_config *cfg,
+                                  strata_chip_run **out);
 
 /* Wait until the run finished: STRATA_OK, the run's error status (message in
  * strata_error_message(), the same on every call), or STRATA_ETIMEDOUT with the
  * run still live. STRATA_WAIT_FOREVER blocks in the device wait (no polling);
  * a finite wait polls once per step and parks in the device's timed wait. */
-int strata_chip_run_wait(strata_chip_run *run, uint64_t timeout_ns);
+STRATA_API int strata_chip_run_wait(strata_chip_run *run, uint64_t timeout_ns);
 /* Same with an absolute CLOCK_MONOTONIC deadline (UINT64_MAX = forever). */
-int strata_chip_run_wait_until(strata_chip_run *run, uint64_t deadline_ns);
+STRATA_API int strata_chip_run_wait_until(strata_chip_run *run, uint64_t deadline_ns);
 
 /* 1 if finished, 0 if not (drives progress; never reports the run's error). */
-int strata_chip_run_done(strata_chip_run *run);
+STRATA_API int strata_chip_run_done(const strata_chip_run *run);
 /* STRATA_OK while live or completed; the error status once failed. */
-int strata_chip_run_status(const strata_chip_run *run);
+STRATA_API int strata_chip_run_status(const strata_chip_run *run);
 /* The run's first error, naming chip, run identity, phase, program, kernel
  * and block where they apply; "" if none. Valid until release. */
-const char *strata_chip_run_error(const strata_chip_run *run);
+STRATA_API const char *strata_chip_run_error(const strata_chip_run *run);
 /* 1 once the run crossed its launch fence (stays 1 after it finished). */
-int strata_chip_run_launched(const strata_chip_run *run);
-strata_chip_disposition strata_chip_run_disposition(const strata_chip_run *run);
+STRATA_API int strata_chip_run_launched(const strata_chip_run *run);
+STRATA_API strata_chip_disposition strata_chip_run_disposition(const strata_chip_run *run);
 /* The chip-local run number (from 1) that error messages name. */
-uint64_t strata_chip_run_id(const strata_chip_run *run);
-/* Drop the caller's handle. A live run still finishes (its result unread). */
-void strata_chip_run_release(strata_chip_run *run);
+STRATA_API uint64_t strata_chip_run_id(const strata_chip_run *run);
+/* Drop the caller's handle. NULL is a no-op. A live run is not stopped: it
+ * still finishes, unobserved, and close / drain still wait for it. */
+STRATA_API void strata_chip_run_release(strata_chip_run *run);
 
 /* submit + wait forever + release; returns the run's status. */
-int strata_chip_run_sync(strata_chip *chip, strata_chip_program prog, const strata_task_args *args,
-                         const strata_call_config *cfg);
+STRATA_API int strata_chip_run_sync(strata_chip *chip, strata_chip_program prog,
+                                    const strata_task_args *args, const strata_call_config *cfg);
 
 /* ---- Lane queries -------------------------------------------------------------------- */
 
 /* 1 once a device failure (finalize, poll or wait) poisoned the chip: later
  * submits fail with STRATA_EPOISONED naming that failure. */
-int strata_chip_poisoned(const strata_chip *chip);
+STRATA_API int strata_chip_poisoned(const strata_chip *chip);
 /* Finish every submitted run; returns the poison if any. The chip stays open. */
-int strata_chip_drain(strata_chip *chip);
+STRATA_API int strata_chip_drain(strata_chip *chip);
 
 /* ---- Chips in an L3 worker (thread-hosted) --------------------------------------------
  * A chip added to a worker is a next-level child: tasks reach it through
@@ -198,32 +187,35 @@ int strata_chip_drain(strata_chip *chip);
 
 /* Open a chip from cfg and add it to w (before strata_worker_init); *worker_id
  * is its next-level worker id. Errors of the config surface here. */
-int strata_worker_add_chip(strata_worker *w, const strata_chip_config *cfg, int *worker_id);
+STRATA_API int strata_worker_add_chip(strata_worker *w, const strata_chip_config *cfg,
+                                      int *worker_id);
 
 /* Register a chip program on w (before or after init); every chip it is
  * dispatched to registers it on first use. */
-int strata_worker_register_chip_program(strata_worker *w, const strata_chip_program_desc *desc,
-                                        strata_callable *out);
+STRATA_API int strata_worker_register_chip_program(strata_worker *w,
+                                                   const strata_chip_program_desc *desc,
+                                                   strata_callable *out);
 
 /* nbytes of device memory on chip `worker_id`, as a buffer with its own
  * identity. Make its tensors with strata_worker_chip_tensor() (they carry
  * mem = STRATA_MEM_DEVICE and ident.owner = worker_id, so the engine refuses
  * them on any other worker). Freed by strata_worker_chip_free(), or when the
  * worker is destroyed. */
-int strata_worker_chip_malloc(strata_worker *w, int worker_id, size_t nbytes, strata_buffer **out);
+STRATA_API int strata_worker_chip_malloc(strata_worker *w, int worker_id, size_t nbytes,
+                                         strata_buffer **out);
 /* A view of a chip buffer, as strata_tensor_view() describes it. */
-int strata_worker_chip_tensor(strata_worker *w, const strata_buffer *b, uint64_t offset,
-                              strata_dtype dtype, int rank, const int64_t *shape,
-                              const int64_t *strides, strata_tensor *out);
+STRATA_API int strata_worker_chip_tensor(strata_worker *w, const strata_buffer *b, uint64_t offset,
+                                         strata_dtype dtype, int rank, const int64_t *shape,
+                                         const int64_t *strides, strata_tensor *out);
 /* Synchronous copies into / out of a chip buffer at a byte offset. Not
  * ordered against tasks: use them while no task of a live run uses the
  * buffer (e.g. between runs: "load the weights once"). */
-int strata_worker_chip_copy_to(strata_worker *w, strata_buffer *b, uint64_t offset, const void *src,
-                               size_t n);
-int strata_worker_chip_copy_from(strata_worker *w, const strata_buffer *b, uint64_t offset,
-                                 void *dst, size_t n);
+STRATA_API int strata_worker_chip_copy_to(strata_worker *w, strata_buffer *b, uint64_t offset,
+                                          const void *src, size_t n);
+STRATA_API int strata_worker_chip_copy_from(strata_worker *w, const strata_buffer *b,
+                                            uint64_t offset, void *dst, size_t n);
 /* Free the device memory and the buffer handle. */
-int strata_worker_chip_free(strata_worker *w, strata_buffer *b);
+STRATA_API int strata_worker_chip_free(strata_worker *w, strata_buffer *b);
 
 #ifdef __cplusplus
 }

@@ -1,10 +1,13 @@
 /* strata/status.h - status codes and the per-thread "last error" message.
  *
  * Owns: the strata_status enumeration and the calls that describe a failure.
- * Must never: depend on any other strata header (everything else includes it).
+ * Must never: depend on any other strata header but export.h (everything else
+ * includes it).
  */
 #ifndef STRATA_STATUS_H
 #define STRATA_STATUS_H
+
+#include "export.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -31,11 +34,11 @@ typedef enum strata_status {
 } strata_status;
 
 /* Short stable name of a status ("STRATA_EINVAL"); never NULL. */
-const char *strata_status_name(int status);
+STRATA_API const char *strata_status_name(int status);
 
 /* Message of the last failed strata call on this thread ("" if none yet).
  * The pointer stays valid until the next strata call on this thread. */
-const char *strata_error_message(void);
+STRATA_API const char *strata_error_message(void);
 
 /* Propagate a failure from an expression that yields a strata_status. */
 #define STRATA_TRY(expr)                                                                           \

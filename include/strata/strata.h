@@ -1,15 +1,19 @@
 /* strata/strata.h - the one header a program includes.
  *
- * Owns: nothing but the list of public headers.
- * Must never: declare anything itself.
+ * Owns: nothing but the list of public headers of the API, and the version
+ * macros.
+ * Must never: declare anything else, or include backend.h (the versioned
+ * ABI for backend writers) or sim.h (the sim backend's test knobs); a
+ * program that needs them includes them itself.
  */
 #ifndef STRATA_H
 #define STRATA_H
 
+#include "export.h"
 #include "status.h"
+#include "types.h"
 #include "tensor.h"
 #include "worker.h"
-#include "backend.h"
 #include "chip.h"
 
 #define STRATA_VERSION_MAJOR 0

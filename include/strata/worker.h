@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "export.h"
 #include "status.h"
 #include "tensor.h"
 
@@ -46,22 +47,24 @@ typedef struct strata_worker_config {
                                      0: sub task bodies only ever run on sub worker threads */
 } strata_worker_config;
 
-void strata_worker_config_init(strata_worker_config *cfg);
+STRATA_API void strata_worker_config_init(strata_worker_config *cfg);
 
 /* Create a worker from cfg (copied). Children are added and callables
  * registered before strata_worker_init(). */
-int strata_worker_create(const strata_worker_config *cfg, strata_worker **out);
+STRATA_API int strata_worker_create(const strata_worker_config *cfg, strata_worker **out);
 
 /* Start the children and the scheduler. After this, runs may be submitted. */
-int strata_worker_init(strata_worker *w);
+STRATA_API int strata_worker_init(strata_worker *w);
 
-/* Wait for every admitted run to finish, then stop children and the
- * scheduler. Idempotent. Later submits fail with STRATA_ECLOSED. */
-int strata_worker_close(strata_worker *w);
+/* Refuse new runs, wait for every admitted run to finish, then stop the
+ * children and the scheduler. Idempotent: every call returns STRATA_OK (the
+ * runs' own errors belong to the runs). The handle stays valid: queries
+ * still answer, submits and registrations fail with STRATA_ECLOSED. */
+STRATA_API int strata_worker_close(strata_worker *w);
 
 /* Close (if needed) and free. NULL is a no-op. Run handles still held by the
  * caller stay readable until released. */
-void strata_worker_destroy(strata_worker *w);
+STRATA_API void strata_worker_destroy(strata_worker *w);
 
 /* ---- Callables ------------------------------------------------------------- */
 
@@ -70,11 +73,11 @@ void strata_worker_destroy(strata_worker *w);
 typedef int (*strata_sub_fn)(const strata_task_args *args, void *user);
 
 /* Register a sub function under a unique name (before or after init). */
-int strata_worker_register_sub(strata_worker *w, const char *name, strata_sub_fn fn, void *user,
-                               strata_callable *out);
+STRATA_API int strata_worker_register_sub(strata_worker *w, const char *name, strata_sub_fn fn,
+                                          void *user, strata_callable *out);
 
 /* From inside a task body: describe why the task is about to fail. */
-void strata_task_set_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+STRATA_API void strata_task_set_error(const char *fmt, ...) STRATA_PRINTF_LIKE(1, 2);
 
 /* ---- Runs ------------------------------------------------------------------- */
 
@@ -88,7 +91,8 @@ typedef int (*strata_orch_fn)(strata_orch *o, void *arg);
 
 /* Admit a run (waits while pipeline_depth runs are live), call fn to build its
  * graph, and return once the graph is built; tasks may still be executing. */
-int strata_worker_submit(strata_worker *w, strata_orch_fn fn, void *arg, strata_run **out);
+STRATA_API int strata_worker_submit(strata_worker *w, strata_orch_fn fn, void *arg,
+                                    strata_run **out);
 
 /* Wait until the run is finished. STRATA_OK if it completed; the run's error
  * status if it failed (message in strata_error_message()); STRATA_ETIMEDOUT if
@@ -96,59 +100,57 @@ int strata_worker_submit(strata_worker *w, strata_orch_fn fn, void *arg, strata_
  * help_while_waiting set, the waiting thread may run single sub tasks (never
  * group members) of this run, or of runs ahead of it, that a sub worker has not
  * started yet. */
-int strata_run_wait(strata_run *h, uint64_t timeout_ns);
+STRATA_API int strata_run_wait(strata_run *h, uint64_t timeout_ns);
+/* Same with an absolute CLOCK_MONOTONIC deadline (UINT64_MAX = forever). */
+STRATA_API int strata_run_wait_until(strata_run *h, uint64_t deadline_ns);
 
 /* 1 if finished (completed or failed), 0 if not. */
-int strata_run_done(const strata_run *h);
+STRATA_API int strata_run_done(const strata_run *h);
 
 /* STRATA_OK while running or completed; the error status once failed. */
-int strata_run_status(const strata_run *h);
+STRATA_API int strata_run_status(const strata_run *h);
 
 /* The run's first error, naming level, worker and task; "" if none. Valid until release. */
-const char *strata_run_error(const strata_run *h);
+STRATA_API const char *strata_run_error(const strata_run *h);
 
-uint64_t strata_run_id(const strata_run *h);
+STRATA_API uint64_t strata_run_id(const strata_run *h);
 
-/* Drop the caller's handle. The run must be finished (STRATA_ESTATE otherwise). */
-int strata_run_release(strata_run *h);
+/* Drop the caller's handle. NULL is a no-op. A live run is not stopped: it
+ * still finishes, unobserved, and strata_worker_close still waits for it. */
+STRATA_API void strata_run_release(strata_run *h);
 
 /* submit + wait + release. Returns the run's status. */
-int strata_worker_run(strata_worker *w, strata_orch_fn fn, void *arg);
+STRATA_API int strata_worker_run(strata_worker *w, strata_orch_fn fn, void *arg);
 
 /* ---- Inside an orchestration function ------------------------------------- */
 
-/* Optional per-call settings for next-level tasks (NULL = defaults). */
-typedef struct strata_call_config {
-    uint32_t block_dim; /* blocks a chip program's kernels run over (0 = program default) */
-    uint32_t flags;     /* STRATA_CALL_* bits; others must be 0 */
-} strata_call_config;
-
-/* strata_call_config.flags bit: the run collects device-wide diagnostics. Such a
- * run never overlaps another run's preparation on a chip (depth one around it). */
-#define STRATA_CALL_DIAGNOSTICS 0x1u
+/* strata_call_config and STRATA_CALL_DIAGNOSTICS (next-level task settings) are in types.h. */
 
 /* Submit one task for any idle sub worker. An OUT tensor without memory gets
  * runtime memory; the new view is written back into args. */
-int strata_orch_submit_sub(strata_orch *o, strata_callable fn, strata_task_args *args);
+STRATA_API int strata_orch_submit_sub(strata_orch *o, strata_callable fn, strata_task_args *args);
 
 /* Submit one task for next-level worker `worker_id` (placement is explicit). */
-int strata_orch_submit_next_level(strata_orch *o, strata_callable fn, strata_task_args *args,
-                                  const strata_call_config *cfg, int worker_id);
+STRATA_API int strata_orch_submit_next_level(strata_orch *o, strata_callable fn,
+                                             strata_task_args *args, const strata_call_config *cfg,
+                                             int worker_id);
 
 /* One task executed by n members at once on n distinct sub workers; args[i]
  * is member i's arguments. One aggregate completion. */
-int strata_orch_submit_sub_group(strata_orch *o, strata_callable fn, strata_task_args *args, int n);
+STRATA_API int strata_orch_submit_sub_group(strata_orch *o, strata_callable fn,
+                                            strata_task_args *args, int n);
 
 /* One task executed by n members on next-level workers worker_ids[0..n)
  * (distinct), launched all together or not at all. */
-int strata_orch_submit_next_level_group(strata_orch *o, strata_callable fn, strata_task_args *args,
-                                        const strata_call_config *cfg, const int *worker_ids,
-                                        int n);
+STRATA_API int strata_orch_submit_next_level_group(strata_orch *o, strata_callable fn,
+                                                   strata_task_args *args,
+                                                   const strata_call_config *cfg,
+                                                   const int *worker_ids, int n);
 
 /* Runtime-owned intermediate from the heap ring of the current scope depth,
  * row-major. Reclaimed after the last task using it is finished. */
-int strata_orch_alloc(strata_orch *o, int rank, const int64_t *shape, strata_dtype dtype,
-                      strata_tensor *out);
+STRATA_API int strata_orch_alloc(strata_orch *o, int rank, const int64_t *shape, strata_dtype dtype,
+                                 strata_tensor *out);
 
 /* Scopes bound the lifetime of runtime memory: a task that owns runtime
  * memory (strata_orch_alloc, or an OUT tensor given without memory) keeps it
@@ -157,14 +159,14 @@ int strata_orch_alloc(strata_orch *o, int rank, const int64_t *shape, strata_dty
  * At most STRATA_MAX_SCOPE_DEPTH scopes are open, the run's outer scope
  * included; scopes still open when the orchestration function returns are
  * closed then. */
-int strata_orch_scope_begin(strata_orch *o);
-int strata_orch_scope_end(strata_orch *o);
+STRATA_API int strata_orch_scope_begin(strata_orch *o);
+STRATA_API int strata_orch_scope_end(strata_orch *o);
 
 /* The id of the run being built. */
-uint64_t strata_orch_run_id(const strata_orch *o);
+STRATA_API uint64_t strata_orch_run_id(const strata_orch *o);
 
 /* Worker ids of next-level children in registration order. */
-int strata_worker_next_level_count(const strata_worker *w);
+STRATA_API int strata_worker_next_level_count(const strata_worker *w);
 
 #ifdef __cplusplus
 }

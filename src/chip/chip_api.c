@@ -1,7 +1,7 @@
 /* chip/chip_api.c - the public L2 API (include/strata/chip.h).
  *
  * Owns: strata_chip (a ChipWorker, its lane and the chip's program table),
- * validation of every public argument, the sim injection knobs, and the
+ * validation of every public argument, the sim injection knobs (strata/sim.h), and the
  * program-side calls (strata_program_launch / strata_program_fail).
  * Must never: let bad input reach the ChipWorker or the backend, or keep
  * state outside a chip (every chip is independent).
@@ -9,6 +9,8 @@
  * A strata_chip_run is the lane's run handle under its public name.
  */
 #include "strata/chip.h"
+#include "strata/backend.h"
+#include "strata/sim.h"
 
 #include <inttypes.h>
 #include <pthread.h>
@@ -36,15 +38,27 @@ typedef struct st_chip_program {
 
 struct strata_chip {
     st_chip_worker *cw;
-    st_run_lane *lane;
+    st_run_lane *lane; /* closed by strata_chip_close, freed by strata_chip_destroy */
     int is_sim;
+    int closed;                        /* strata_chip_close ran: later work is ECLOSED */
+    int close_status;                  /* what close returned, returned again on every call */
+    char close_msg[STRATA_ERRMSG_MAX]; /* its message */
     pthread_mutex_t mu; /* protects programs[]; a leaf lock (backend calls made under it
                            never call back into strata) */
     st_chip_program programs[ST_CHIP_MAX_PROGRAMS];
 };
 
+/* The lane's handle. Queries take a const handle; the lane may still make
+ * progress inside them (progress is pulled), which the caller cannot see. */
 static st_lane_run *lane_run(const strata_chip_run *run) {
     return (st_lane_run *)(uintptr_t)run;
+}
+
+/* Work on a closed chip is refused the same way a closed worker refuses it. */
+static int require_open(const strata_chip *chip, const char *what) {
+    return chip->closed
+               ? st_fail(STRATA_ECLOSED, "%s: %s is closed", what, st_chip_worker_label(chip->cw))
+               : STRATA_OK;
 }
 
 /* ---- Configuration and injection ------------------------------------------------- */
@@ -113,6 +127,7 @@ static int apply_injection(strata_chip *chip, const strata_sim_injection *inj) {
 int strata_chip_set_sim_injection(strata_chip *chip, const strata_sim_injection *inj) {
     if (!chip || !inj)
         return st_fail(STRATA_EINVAL, "strata_chip_set_sim_injection: NULL chip or injection");
+    STRATA_TRY(require_open(chip, "strata_chip_set_sim_injection"));
     if (!chip->is_sim)
         return st_fail(STRATA_EINVAL, "%s: injection knobs exist only on the sim backend",
                        st_chip_worker_label(chip->cw));
@@ -137,7 +152,7 @@ static int validate_config(const strata_chip_config *cfg) {
     if (cfg->sim_cores > ST_CHIP_MAX_CORES)
         return st_fail(STRATA_EINVAL, "strata_chip_open: sim_cores %u (at most %d)", cfg->sim_cores,
                        ST_CHIP_MAX_CORES);
-    return validate_injection(&cfg->sim);
+    return cfg->sim ? validate_injection(cfg->sim) : STRATA_OK;
 }
 
 static void free_chip(strata_chip *chip) {
@@ -171,8 +186,8 @@ int strata_chip_open(const strata_chip_config *cfg, strata_chip **out) {
     int rc = st_chip_worker_init(chip->cw, &wc);
     if (rc == STRATA_OK) {
         chip->is_sim = strcmp(st_chip_worker_backend_name(chip->cw), "sim") == 0;
-        if (injection_is_set(&cfg->sim))
-            rc = chip->is_sim ? apply_injection(chip, &cfg->sim)
+        if (cfg->sim && injection_is_set(cfg->sim))
+            rc = chip->is_sim ? apply_injection(chip, cfg->sim)
                               : st_fail(STRATA_EINVAL,
                                         "%s: sim injection knobs are set but the backend is '%s'",
                                         st_chip_worker_label(chip->cw),
@@ -188,21 +203,35 @@ int strata_chip_open(const strata_chip_config *cfg, strata_chip **out) {
     return STRATA_OK;
 }
 
+/* The first close: drain the lane (refusing submits), then close the device.
+ * The poison, else a device error from closing, is the chip's close status. */
+static void close_once(strata_chip *chip) {
+    chip->closed = 1;
+    int rc = st_lane_close(chip->lane);
+    snprintf(chip->close_msg, sizeof chip->close_msg, "%s", rc ? strata_error_message() : "");
+    int frc = st_chip_worker_finalize(chip->cw);
+    if (rc == STRATA_OK && frc != STRATA_OK) {
+        rc = frc;
+        snprintf(chip->close_msg, sizeof chip->close_msg, "%s", strata_error_message());
+    }
+    chip->close_status = rc;
+}
+
 int strata_chip_close(strata_chip *chip) {
     if (!chip)
-        return STRATA_OK;
-    int rc = st_lane_close(chip->lane);
-    char msg[STRATA_ERRMSG_MAX];
-    snprintf(msg, sizeof msg, "%s", strata_error_message());
-    st_lane_release(chip->lane);
-    chip->lane = NULL;
-    int frc = st_chip_worker_finalize(chip->cw);
-    if (rc == STRATA_OK && frc != STRATA_OK)
-        rc = frc;
-    else if (rc != STRATA_OK)
-        st_fail_msg(rc, msg);
-    free_chip(chip);
-    return rc;
+        return st_fail(STRATA_EINVAL, "strata_chip_close: NULL chip");
+    if (!chip->closed)
+        close_once(chip);
+    return chip->close_status == STRATA_OK ? STRATA_OK
+                                           : st_fail_msg(chip->close_status, chip->close_msg);
+}
+
+void strata_chip_destroy(strata_chip *chip) {
+    if (!chip)
+        return;
+    if (!chip->closed)
+        close_once(chip);
+    free_chip(chip); /* the lane lives on while run handles still hold it */
 }
 
 const char *strata_chip_label(const strata_chip *chip) {
@@ -215,6 +244,7 @@ int strata_chip_register_program(strata_chip *chip, const strata_chip_program_de
                                  strata_chip_program *out) {
     if (!chip || !desc || !out)
         return st_fail(STRATA_EINVAL, "strata_chip_register_program: NULL chip, desc or output");
+    STRATA_TRY(require_open(chip, "strata_chip_register_program"));
     if (!desc->fn)
         return st_fail(STRATA_EINVAL, "strata_chip_register_program: program function is NULL");
     if (!desc->name || !desc->name[0] || strlen(desc->name) >= STRATA_PROGRAM_NAME_MAX)
@@ -265,6 +295,7 @@ static int find_program(strata_chip *chip, strata_chip_program prog, st_chip_pro
 int strata_chip_unregister_program(strata_chip *chip, strata_chip_program prog) {
     if (!chip)
         return st_fail(STRATA_EINVAL, "strata_chip_unregister_program: NULL chip");
+    STRATA_TRY(require_open(chip, "strata_chip_unregister_program"));
     st_chip_program p;
     STRATA_TRY(find_program(chip, prog, &p));
     if (st_lane_program_in_use(chip->lane, p.backend_id))
@@ -310,6 +341,7 @@ void strata_program_fail(strata_program_ctx *ctx, const char *fmt, ...) {
 int strata_chip_malloc(strata_chip *chip, size_t nbytes, void **dev) {
     if (!chip || !dev)
         return st_fail(STRATA_EINVAL, "strata_chip_malloc: NULL chip or output");
+    STRATA_TRY(require_open(chip, "strata_chip_malloc"));
     if (nbytes == 0)
         return st_fail(STRATA_EINVAL, "strata_chip_malloc: 0 bytes requested");
     return st_cw_malloc(chip->cw, nbytes, dev);
@@ -318,18 +350,21 @@ int strata_chip_malloc(strata_chip *chip, size_t nbytes, void **dev) {
 int strata_chip_free(strata_chip *chip, void *dev) {
     if (!chip || !dev)
         return st_fail(STRATA_EINVAL, "strata_chip_free: NULL chip or device address");
+    STRATA_TRY(require_open(chip, "strata_chip_free"));
     return st_cw_free(chip->cw, dev);
 }
 
 int strata_chip_copy_to(strata_chip *chip, void *dev_dst, const void *host_src, size_t n) {
     if (!chip || !dev_dst || !host_src)
         return st_fail(STRATA_EINVAL, "strata_chip_copy_to: NULL chip, device or host address");
+    STRATA_TRY(require_open(chip, "strata_chip_copy_to"));
     return st_cw_copy_to(chip->cw, dev_dst, host_src, n);
 }
 
 int strata_chip_copy_from(strata_chip *chip, void *host_dst, const void *dev_src, size_t n) {
     if (!chip || !host_dst || !dev_src)
         return st_fail(STRATA_EINVAL, "strata_chip_copy_from: NULL chip, host or device address");
+    STRATA_TRY(require_open(chip, "strata_chip_copy_from"));
     return st_cw_copy_from(chip->cw, host_dst, dev_src, n);
 }
 
@@ -368,6 +403,7 @@ int strata_chip_submit(strata_chip *chip, strata_chip_program prog, const strata
     if (!chip || !args || !out)
         return st_fail(STRATA_EINVAL, "strata_chip_submit: NULL chip, args or output");
     *out = NULL;
+    STRATA_TRY(require_open(chip, "strata_chip_submit"));
     STRATA_TRY(validate_args(chip, args));
     st_chip_program p;
     STRATA_TRY(find_program(chip, prog, &p));
@@ -389,7 +425,7 @@ int strata_chip_run_wait(strata_chip_run *run, uint64_t timeout_ns) {
     return strata_chip_run_wait_until(run, st_deadline_after(timeout_ns));
 }
 
-int strata_chip_run_done(strata_chip_run *run) {
+int strata_chip_run_done(const strata_chip_run *run) {
     return run ? st_lane_done(lane_run(run)) : 0;
 }
 

@@ -4,7 +4,9 @@
  * Owns: creation and teardown order of everything a worker holds (its sub
  * workers through the endpoint factory st_worker_start is handed).
  * Must never: start a thread before strata_worker_init (children are forked
- * before engine threads exist), or free a run record the caller still holds.
+ * before engine threads exist), or free a run record the caller still holds
+ * (a run handle is one of the record's two references, the engine's the
+ * other, so releasing a live run frees nothing before it retires).
  */
 #include <pthread.h>
 #include <sched.h>
@@ -415,16 +417,16 @@ static int run_result(const strata_run *h) {
     return st_fail(h->error_status, "%s", h->error_msg ? h->error_msg : "run failed");
 }
 
-int strata_run_wait(strata_run *h, uint64_t timeout_ns) {
+int strata_run_wait_until(strata_run *h, uint64_t deadline_ns) {
     if (!h)
         return st_fail(STRATA_EINVAL, "strata_run_wait: handle is NULL");
     if (in_task_of(h->w) && !st_run_terminal_phase(phase_of(h)))
         return refuse_in_task("strata_run_wait",
                               "only the oldest run executes, so this run cannot end before "
                               "this task does");
-    uint64_t deadline = st_deadline_after(timeout_ns);
+    uint64_t start = st_now_ns();
     /* Only an unbounded wait helps: a task it takes could outlast a deadline. */
-    int help = timeout_ns == STRATA_WAIT_FOREVER && !tls_orchestrating && st_help_allowed_here(h);
+    int help = deadline_ns == UINT64_MAX && !tls_orchestrating && st_help_allowed_here(h);
     for (;;) {
         uint32_t p = phase_of(h);
         if (st_run_terminal_phase(p))
@@ -435,13 +437,19 @@ int strata_run_wait(strata_run *h, uint64_t timeout_ns) {
         }
         /* Spinning would only hold the core the run's worker needs. */
         int yield = atomic_load_explicit(&h->caller_shares_core, memory_order_relaxed);
-        int rc = yield ? st_event_wait_yielding(&h->phase, p, h->spin_ns, deadline)
-                       : st_event_wait(&h->phase, p, h->spin_ns, deadline);
+        int rc = yield ? st_event_wait_yielding(&h->phase, p, h->spin_ns, deadline_ns)
+                       : st_event_wait(&h->phase, p, h->spin_ns, deadline_ns);
         if (rc < 0 && !st_run_terminal_phase(phase_of(h)))
-            return st_fail(STRATA_ETIMEDOUT, "strata_run_wait: run %llu still %s after %.3f s",
+            return st_fail(STRATA_ETIMEDOUT,
+                           "strata_run_wait: run %llu still %s at the deadline (waited %.3f s; "
+                           "the run goes on)",
                            (unsigned long long)h->id, st_run_phase_name(phase_of(h)),
-                           (double)timeout_ns / 1e9);
+                           (double)(st_now_ns() - start) / 1e9);
     }
+}
+
+int strata_run_wait(strata_run *h, uint64_t timeout_ns) {
+    return strata_run_wait_until(h, st_deadline_after(timeout_ns));
 }
 
 int strata_run_done(const strata_run *h) {
@@ -464,14 +472,9 @@ uint64_t strata_run_id(const strata_run *h) {
     return h ? h->id : 0;
 }
 
-int strata_run_release(strata_run *h) {
-    if (!h)
-        return STRATA_OK;
-    if (!st_run_terminal_phase(phase_of(h)))
-        return st_fail(STRATA_ESTATE, "strata_run_release: run %llu is still %s; wait for it first",
-                       (unsigned long long)h->id, st_run_phase_name(phase_of(h)));
-    st_run_unref(h);
-    return STRATA_OK;
+void strata_run_release(strata_run *h) {
+    if (h)
+        st_run_unref(h); /* a live run keeps the engine's reference until it retires */
 }
 
 int strata_worker_run(strata_worker *w, strata_orch_fn fn, void *arg) {

@@ -312,7 +312,7 @@ static void chip_ep_destroy(st_endpoint *base) {
     chip_ep *ep = (chip_ep *)base;
     if (ep->started)
         pthread_join(ep->thread, NULL);
-    strata_chip_close(ep->chip); /* finishes the lane; frees the device memory left */
+    strata_chip_destroy(ep->chip); /* finishes the lane; frees the device memory left */
     for (size_t i = 0; i < ep->nbuffers; i++)
         st_buffer_destroy_device(ep->buffers[i].b);
     st_free(ep->buffers);
@@ -352,7 +352,7 @@ int strata_worker_add_chip(strata_worker *w, const strata_chip_config *cfg, int 
     if (rc != STRATA_OK) {
         char msg[STRATA_ERRMSG_MAX];
         snprintf(msg, sizeof msg, "%s", strata_error_message());
-        strata_chip_close(ep->chip);
+        strata_chip_destroy(ep->chip);
         pthread_cond_destroy(&ep->cv);
         pthread_mutex_destroy(&ep->mu);
         st_free(ep);

@@ -16,6 +16,7 @@
 #include "test_support.h"
 
 #include "strata/chip.h"
+#include "strata/sim.h"
 
 /* ---- Programs -------------------------------------------------------------------------- */
 
@@ -72,8 +73,7 @@ static void open_chip(chip_fixture *f, const strata_sim_injection *inj, uint32_t
     strata_chip_config_init(&cfg);
     cfg.kernel_module = STRATA_SIM_TEST_KERNELS_PATH;
     cfg.pipeline_depth = depth;
-    if (inj)
-        cfg.sim = *inj;
+    cfg.sim = inj; /* copied at open */
     assert_ok(strata_chip_open(&cfg, &f->chip));
     strata_chip_program_desc d = {.name = "vadd", .fn = vadd_program};
     assert_ok(strata_chip_register_program(f->chip, &d, &f->vadd));
@@ -151,6 +151,7 @@ static void vector_add_matches_the_host(void **state) {
     vadd_free(f.chip, &v);
     assert_int_equal(strata_chip_committed_bytes(f.chip), 0);
     assert_ok(strata_chip_close(f.chip));
+    strata_chip_destroy(f.chip);
 }
 
 static void gemm_tiles_match_the_host(void **state) {
@@ -196,6 +197,7 @@ static void gemm_tiles_match_the_host(void **state) {
     free(C);
     free(ref);
     assert_ok(strata_chip_close(f.chip));
+    strata_chip_destroy(f.chip);
 }
 
 static void a_two_stage_reduction_matches_the_host(void **state) {
@@ -225,6 +227,7 @@ static void a_two_stage_reduction_matches_the_host(void **state) {
     assert_float_equal(got, (float)expect, 1e-6 * expect + 1e-3);
     free(in);
     assert_ok(strata_chip_close(f.chip)); /* frees the device buffers still allocated */
+    strata_chip_destroy(f.chip);
 }
 
 static void pipelined_runs_are_prepared_early_and_all_correct(void **state) {
@@ -251,6 +254,7 @@ static void pipelined_runs_are_prepared_early_and_all_correct(void **state) {
         vadd_free(f.chip, &v[i]);
     }
     assert_ok(strata_chip_close(f.chip));
+    strata_chip_destroy(f.chip);
 }
 
 static void depth_one_runs_one_at_a_time_and_stays_correct(void **state) {
@@ -269,6 +273,7 @@ static void depth_one_runs_one_at_a_time_and_stays_correct(void **state) {
         vadd_free(f.chip, &v[i]);
     }
     assert_ok(strata_chip_close(f.chip));
+    strata_chip_destroy(f.chip);
 }
 
 static void an_expired_wait_leaves_the_run_live(void **state) {
@@ -288,6 +293,7 @@ static void an_expired_wait_leaves_the_run_live(void **state) {
     strata_chip_run_release(run);
     vadd_free(f.chip, &v);
     assert_ok(strata_chip_close(f.chip));
+    strata_chip_destroy(f.chip);
 }
 
 /* ---- Faults at each phase ------------------------------------------------------------------ */
@@ -323,6 +329,7 @@ static void run_fault_case(const fault_case *c) {
         assert_int_equal(nrc, STRATA_EPOISONED);
         assert_non_null(strstr(strata_error_message(), c->phase));     /* names the first failure */
         assert_int_equal(strata_chip_close(f.chip), STRATA_EPOISONED); /* frees device memory */
+        strata_chip_destroy(f.chip);
         free(v.a);
         free(v.b);
         free(v.c);
@@ -336,6 +343,7 @@ static void run_fault_case(const fault_case *c) {
         vadd_check(f.chip, &v);
         vadd_free(f.chip, &v);
         assert_ok(strata_chip_close(f.chip));
+        strata_chip_destroy(f.chip);
     }
 }
 
@@ -386,6 +394,7 @@ static void a_failing_kernel_reports_its_own_message(void **state) {
     assert_non_null(strstr(strata_error_message(), "block 5 of 8 failed with code -42"));
     assert_non_null(strstr(strata_error_message(), "block 5 was asked to fail"));
     assert_int_equal(strata_chip_close(f.chip), STRATA_EPOISONED);
+    strata_chip_destroy(f.chip);
 }
 
 static void a_program_that_refuses_fails_at_prepare_with_its_reason(void **state) {
@@ -402,6 +411,7 @@ static void a_program_that_refuses_fails_at_prepare_with_its_reason(void **state
     assert_non_null(strstr(strata_error_message(), "expected 3 tensors, got 0"));
     assert_int_equal(strata_chip_poisoned(f.chip), 0);
     assert_ok(strata_chip_close(f.chip));
+    strata_chip_destroy(f.chip);
 }
 
 /* ---- Bad input ------------------------------------------------------------------------------- */
@@ -426,9 +436,10 @@ static void bad_input_returns_a_status_and_a_message(void **state) {
     assert_status(STRATA_EDEVICE, strata_chip_open(&cfg, &chip));
     assert_non_null(strstr(strata_error_message(), "kernel module"));
     cfg.kernel_module = STRATA_SIM_TEST_KERNELS_PATH;
-    cfg.sim.fault = (strata_sim_fault)99;
+    strata_sim_injection bad_fault = {.fault = (strata_sim_fault)99};
+    cfg.sim = &bad_fault;
     assert_status(STRATA_EINVAL, strata_chip_open(&cfg, &chip));
-    cfg.sim.fault = STRATA_SIM_FAULT_NONE;
+    cfg.sim = NULL;
     assert_ok(strata_chip_open(&cfg, &chip));
     assert_string_equal(strata_chip_label(chip), "chip sim:0");
 
@@ -472,7 +483,8 @@ static void bad_input_returns_a_status_and_a_message(void **state) {
     assert_status(STRATA_EINVAL, strata_chip_unregister_program(chip, 9));
     assert_ok(strata_chip_unregister_program(chip, prog));
     assert_ok(strata_chip_close(chip));
-    assert_ok(strata_chip_close(NULL));
+    strata_chip_destroy(chip);
+    strata_chip_destroy(NULL); /* like free(NULL) */
 }
 
 static void a_program_with_queued_runs_cannot_be_unregistered(void **state) {
@@ -488,6 +500,7 @@ static void a_program_with_queued_runs_cannot_be_unregistered(void **state) {
     assert_ok(strata_chip_unregister_program(f.chip, f.vadd));
     vadd_free(f.chip, &v);
     assert_ok(strata_chip_close(f.chip));
+    strata_chip_destroy(f.chip);
 }
 
 int main(void) {

@@ -605,6 +605,7 @@ static void close_chip(fx *f) {
         if (f->dmem[k])
             assert_ok(strata_chip_free(f->chip, f->dmem[k]));
     assert_ok(strata_chip_close(f->chip));
+    strata_chip_destroy(f->chip);
     fx_reset(f);
 }
 

@@ -312,7 +312,7 @@ static strata_run *submit_run(fx *f, strata_orch_fn fn) {
 static void finish_run(fx *f, strata_run *h) {
     atomic_store(&f->gate, 1);
     assert_ok(strata_run_wait(h, STRATA_WAIT_FOREVER));
-    assert_ok(strata_run_release(h));
+    strata_run_release(h);
     assert_submits_ok(f);
     assert_no_timeouts(f);
 }
@@ -861,7 +861,7 @@ static void a_later_run_starts_with_an_empty_dependency_map(void **state) {
     assert_int_equal(atomic_load(&f->spans[1].start), 0); /* run 2 waits for the head */
     finish_run(f, h1);
     assert_ok(strata_run_wait(h2, STRATA_WAIT_FOREVER));
-    assert_ok(strata_run_release(h2));
+    strata_run_release(h2);
     /* run 2 executed after run 1, so it read what run 1 wrote */
     assert_after(f, 1, 0);
     assert_after(f, 2, 1);

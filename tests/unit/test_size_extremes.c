@@ -447,7 +447,7 @@ static void chip_sizes_at_the_extremes(void **state) {
                 assert_status(STRATA_EINVAL, rc);
         }
     assert_ok(strata_chip_free(chip, dev));
-    strata_chip_close(chip);
+    strata_chip_destroy(chip);
 }
 
 /* ---- worker configuration and the worker-level chip calls --------------------------- */
