@@ -77,6 +77,9 @@ function(exported_symbols lib out)
       list(APPEND names ${CMAKE_MATCH_1})
     endif()
   endforeach()
+  # A coverage build (STRATA_COVERAGE) links GCC's gcov runtime into every
+  # shared object, and it exports a few names of its own: not ours.
+  list(FILTER names EXCLUDE REGEX "^(__gcov_.*|mangle_path)$")
   set(${out} ${names} PARENT_SCOPE)
 endfunction()
 

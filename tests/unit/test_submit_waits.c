@@ -292,11 +292,42 @@ static void runtime_memory_reclaimed_during_a_wait_is_stale(void **state) {
     destroy(f);
 }
 
+/* ---- strata_orch_alloc waits for heap space ---------------------------------- */
+
+/* T0 (failing) holds runtime memory; an alloc in the same ring waits for it;
+ * inside the wait T0 fails and is consumed. The alloc must fail fast. */
+static int orch_alloc_waits(strata_orch *o, void *arg) {
+    fixture *f = arg;
+    STRATA_TRY(strata_orch_scope_begin(o));
+    STRATA_TRY(submit_gated(o, f, GATE_T0, 1, f->x, NULL, PIECE));
+    STRATA_TRY(strata_orch_scope_end(o));
+    STRATA_TRY(strata_orch_scope_begin(o));
+    f->open_in_wait = GATE_T0;
+    int64_t n = PIECE;
+    strata_tensor t;
+    f->submit_rc = strata_orch_alloc(o, 1, &n, STRATA_U8, &t);
+    STRATA_TRY(strata_orch_scope_end(o));
+    return STRATA_OK;
+}
+
+static void alloc_after_heap_wait_sees_the_failure(void **state) {
+    (void)state;
+    fixture *f = make(4096, RING);
+    strata_run *h;
+    assert_ok(strata_worker_submit(f->w, orch_alloc_waits, f, &h));
+    assert_true(f->waits_seen >= 1);
+    assert_status(STRATA_ETASK, strata_run_wait(h, STRATA_WAIT_FOREVER));
+    assert_status(STRATA_ETASK, f->submit_rc);
+    strata_run_release(h);
+    destroy(f);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(submit_after_slot_wait_sees_the_failure),
         cmocka_unit_test(submit_after_heap_wait_sees_the_failure),
         cmocka_unit_test(runtime_memory_reclaimed_during_a_wait_is_stale),
+        cmocka_unit_test(alloc_after_heap_wait_sees_the_failure),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
