@@ -12,6 +12,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "core/engine.h"
@@ -190,7 +191,9 @@ int st_run_begin(strata_worker *w, st_run **out) {
         uint32_t seen = atomic_load(&w->admit_ev.value);
         st_engine_wait(w, &w->admit_ev, seen, UINT64_MAX);
     }
-    st_run *r = st_calloc(1, sizeof *r);
+    st_run *r = st_malloc(sizeof *r);
+    if (r)
+        memset(r, 0, offsetof(st_run, error_buf)); /* error_buf is written before it is read */
     st_ready_queue *dq = r && w->nnext ? st_calloc((size_t)w->nnext, sizeof *dq) : NULL;
     if (!r || (w->nnext && !dq)) {
         st_free(r);
