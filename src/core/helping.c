@@ -26,6 +26,7 @@
  */
 #include <sched.h>
 
+#include "core/dispatch.h"
 #include "core/engine.h"
 #include "core/helping.h"
 #include "util/thread_role.h"

@@ -14,6 +14,10 @@
 
 #include "core/engine.h"
 #include "core/footprint.h"
+#include "core/hooks.h"
+#include "core/release.h"
+#include "core/scheduler.h"
+#include "core/worker.h"
 #include "util/alloc.h"
 #include "util/assert.h"
 #include "util/clock.h"

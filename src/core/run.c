@@ -16,6 +16,7 @@
 
 #include "core/engine.h"
 #include "core/helping.h"
+#include "core/release.h"
 #include "util/alloc.h"
 #include "util/assert.h"
 #include "util/error.h"

@@ -10,11 +10,14 @@
  */
 #include <pthread.h>
 #include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/engine.h"
 #include "core/helping.h"
+#include "core/scheduler.h"
+#include "core/worker.h"
 #include "util/alloc.h"
 #include "util/clock.h"
 #include "util/error.h"
@@ -221,6 +224,12 @@ int st_register_next_level(strata_worker *w, const char *name, strata_sub_fn fn,
                            void *program, strata_callable *out) {
     return register_callable(w, name, ST_CALLABLE_NEXT, fn, user, program, out,
                              "register next-level callable");
+}
+
+void st_task_label(strata_worker *w, st_slot *s, char *buf, size_t n) {
+    const st_callable_info *ci =
+        s->callable >= 0 && s->callable < w->ncallables ? w->callables[s->callable] : NULL;
+    snprintf(buf, n, "task '%s' #%llu", ci ? ci->name : "?", (unsigned long long)s->seq);
 }
 
 /* Init rollback: stop and join the sub workers started so far and free the
