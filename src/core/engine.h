@@ -157,10 +157,4 @@ void st_run_cancel_unstarted(strata_worker *w, st_run *r);
 void st_run_link_slot(st_run *r, st_slot *s);
 void st_run_unlink_slot(st_run *r, st_slot *s);
 
-/* The tensor map's footprint source: argument `argpos` of live task `ref`. */
-void st_orch_fp_of(void *ctx, uint64_t ref, uint32_t argpos, st_footprint *out);
-
-/* Drop the references of scopes deeper than `depth`. Lock held. */
-void st_orch_close_scopes_to(struct strata_orch *o, int depth);
-
 #endif

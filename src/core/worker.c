@@ -16,6 +16,7 @@
 
 #include "core/engine.h"
 #include "core/helping.h"
+#include "core/orchestrator.h"
 #include "core/scheduler.h"
 #include "core/worker.h"
 #include "util/alloc.h"
