@@ -12,6 +12,7 @@
  */
 #include <stdatomic.h>
 
+#include "core/engine.h"
 #include "core/heap_ring.h"
 #include "core/hooks.h"
 #include "core/orchestrator.h"

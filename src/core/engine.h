@@ -1,7 +1,11 @@
 /* core/engine.h - the worker's engine state, shared by the core modules.
  *
- * Owns: the definition of struct strata_worker (the engine) and the internal
- * calls between orchestrator, scheduler, runs and endpoints.
+ * Owns: the definition of struct strata_worker (the engine), the types of its
+ * members no other module owns (hook points and hook functions, the
+ * orchestration handle, the per-endpoint bookkeeping), and the calls on the
+ * engine lock (engine_lock.c). Other modules' calls are declared in the
+ * headers named after them (core/scheduler.h, release.h, dispatch.h,
+ * hooks.h, orchestrator.h, run.h, worker.h, ...).
  * Must never: be included by public headers or by endpoints (src/exec/),
  * which reach the engine only through core/endpoint.h.
  *
@@ -141,20 +145,5 @@ void st_engine_kick(strata_worker *w);
 /* Lock held on entry and exit: unlock, wait for ev to move past `seen` or the
  * deadline, relock. -1 on timeout. */
 int st_engine_wait(strata_worker *w, st_event *ev, uint32_t seen, uint64_t deadline_ns);
-
-/* ---- runs (run.c) ---- */
-/* Admit a new run (waits for capacity). Returns with the lock held. */
-int st_run_begin(strata_worker *w, st_run **out);
-/* Close submission (ok) or fail it with the orchestration error. Lock held. */
-void st_run_close_submission(strata_worker *w, st_run *r);
-void st_run_fail_submission(strata_worker *w, st_run *r, int status, const char *msg);
-/* A slot of r was consumed. Lock held. */
-void st_run_task_consumed(strata_worker *w, st_run *r);
-/* Terminal transition + retirement if the fence is reached. Lock held. */
-void st_run_finish_if_ready(strata_worker *w, st_run *r);
-/* Cancel every unstarted task of r. Lock held. */
-void st_run_cancel_unstarted(strata_worker *w, st_run *r);
-void st_run_link_slot(st_run *r, st_slot *s);
-void st_run_unlink_slot(st_run *r, st_slot *s);
 
 #endif

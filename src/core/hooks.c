@@ -7,6 +7,7 @@
  * the before-claim hook is set).
  */
 #include "core/endpoint.h"
+#include "core/engine.h"
 #include "core/hooks.h"
 #include "core/slot.h"
 

@@ -8,6 +8,7 @@
  */
 #include <stdatomic.h>
 
+#include "core/engine.h"
 #include "core/footprint.h"
 #include "core/orchestrator.h"
 #include "core/release.h"

@@ -18,6 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/endpoint.h"
 #include "core/engine.h"
 #include "core/footprint.h"
 #include "core/heap_ring.h"

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/endpoint.h"
 #include "core/engine.h"
 #include "core/heap_ring.h"
 #include "core/ready_queue.h"
@@ -23,7 +24,6 @@
 #include "core/worker.h"
 #include "util/alloc.h"
 #include "util/assert.h"
-#include "util/error.h"
 #include "util/futex.h"
 
 /* ---- consumption and references ------------------------------------------ */

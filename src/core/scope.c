@@ -7,6 +7,7 @@
  * Must never: drop a scope's references before the scope ends, or let the
  * function end the run's outer scope (strata does, when the function returns).
  */
+#include "core/engine.h"
 #include "core/orchestrator.h"
 #include "core/release.h"
 #include "core/scheduler.h"

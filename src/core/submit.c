@@ -8,6 +8,7 @@
  * leave a slot without an owner when a submit fails part-way: once built, a
  * failed slot is failed in its run, so the fence still resolves.
  */
+#include "core/engine.h"
 #include "core/hooks.h"
 #include "core/orchestrator.h"
 #include "core/run.h"

@@ -13,9 +13,14 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/endpoint.h"
 #include "core/engine.h"
+#include "core/heap_ring.h"
 #include "core/orchestrator.h"
+#include "core/run.h"
 #include "core/scheduler.h"
+#include "core/slot.h"
+#include "core/tensormap.h"
 #include "core/worker.h"
 #include "util/alloc.h"
 #include "util/error.h"

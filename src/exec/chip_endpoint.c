@@ -21,6 +21,8 @@
 #include <string.h>
 
 #include "chip/chip_internal.h"
+#include "chip/chip_worker.h"
+#include "chip/run_lane.h"
 #include "core/buffer.h"
 #include "core/endpoint.h"
 #include "exec/chip_endpoint.h"

@@ -15,7 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "chip/chip_internal.h"
+#include "chip/run_lane.h"
 #include "core/endpoint.h"
 #include "strata/chip.h"
 
