@@ -34,7 +34,7 @@ static st_slot *take_slot(strata_worker *w, uint64_t *deadline_io, const char *w
         if (s)
             return s;
         uint64_t deadline = capacity_deadline(w, deadline_io);
-        /* Woken in batches (see consume()); re-check every millisecond anyway. */
+        /* Woken in batches (see consume(), release.c); re-check every millisecond anyway. */
         uint32_t seen = atomic_load(&w->space_ev.value);
         st_hook(w, ST_HOOK_CAPACITY_WAIT, 0);
         w->slot_waiters++;
