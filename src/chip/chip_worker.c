@@ -17,6 +17,7 @@
 #include "util/alloc.h"
 #include "util/assert.h"
 #include "util/error.h"
+#include "util/state_machine.h"
 
 typedef enum st_cw_state { ST_CW_PRISTINE = 0, ST_CW_READY, ST_CW_FINALIZED } st_cw_state;
 
@@ -50,33 +51,49 @@ struct st_chip_worker {
 
 /* ---- State machine -------------------------------------------------------------- */
 
+/* The native run slot's machine (util/state_machine.h). */
+#define NBIT ST_SM_BIT
+static const char *const native_phase_names[] = {"EMPTY",    "PREPARING", "PREPARED",
+                                                 "LAUNCHED", "REAPED",    "FINALIZING"};
+static const st_sm_rule native_rules[] = {
+    [ST_NATIVE_BEGIN_PREPARE] = {NBIT(ST_NATIVE_EMPTY), ST_NATIVE_PREPARING, "begin-prepare"},
+    [ST_NATIVE_PREPARE_OK] = {NBIT(ST_NATIVE_PREPARING), ST_NATIVE_PREPARED, "prepare-ok"},
+    [ST_NATIVE_PREPARE_FAILED] = {NBIT(ST_NATIVE_PREPARING), ST_NATIVE_EMPTY, "prepare-failed"},
+    [ST_NATIVE_LAUNCH_OK] = {NBIT(ST_NATIVE_PREPARED), ST_NATIVE_LAUNCHED, "launch-ok"},
+    [ST_NATIVE_LAUNCH_REAPED] = {NBIT(ST_NATIVE_PREPARED), ST_NATIVE_REAPED, "launch-reaped"},
+    [ST_NATIVE_COMPLETED] = {NBIT(ST_NATIVE_LAUNCHED), ST_NATIVE_REAPED, "completed"},
+    [ST_NATIVE_BEGIN_FINALIZE] = {NBIT(ST_NATIVE_PREPARED) | NBIT(ST_NATIVE_LAUNCHED) |
+                                      NBIT(ST_NATIVE_REAPED),
+                                  ST_NATIVE_FINALIZING, "begin-finalize"},
+    [ST_NATIVE_FINALIZED] = {NBIT(ST_NATIVE_FINALIZING), ST_NATIVE_EMPTY, "finalized"},
+};
+static const st_sm native_machine = {"native run slot", native_phase_names, ST_NATIVE_INVALID,
+                                     native_rules,
+                                     (uint32_t)(sizeof native_rules / sizeof native_rules[0])};
+
 st_native_phase st_native_next(st_native_phase from, st_native_event ev) {
-    switch (ev) {
-    case ST_NATIVE_BEGIN_PREPARE:
-        return from == ST_NATIVE_EMPTY ? ST_NATIVE_PREPARING : ST_NATIVE_INVALID;
-    case ST_NATIVE_PREPARE_OK:
-        return from == ST_NATIVE_PREPARING ? ST_NATIVE_PREPARED : ST_NATIVE_INVALID;
-    case ST_NATIVE_PREPARE_FAILED:
-        return from == ST_NATIVE_PREPARING ? ST_NATIVE_EMPTY : ST_NATIVE_INVALID;
-    case ST_NATIVE_LAUNCH_OK:
-        return from == ST_NATIVE_PREPARED ? ST_NATIVE_LAUNCHED : ST_NATIVE_INVALID;
-    case ST_NATIVE_LAUNCH_REAPED:
-        return from == ST_NATIVE_PREPARED ? ST_NATIVE_REAPED : ST_NATIVE_INVALID;
-    case ST_NATIVE_COMPLETED:
-        return from == ST_NATIVE_LAUNCHED ? ST_NATIVE_REAPED : ST_NATIVE_INVALID;
-    case ST_NATIVE_BEGIN_FINALIZE:
-        switch (from) {
-        case ST_NATIVE_PREPARED:
-        case ST_NATIVE_LAUNCHED:
-        case ST_NATIVE_REAPED:
-            return ST_NATIVE_FINALIZING;
-        default:
-            return ST_NATIVE_INVALID;
-        }
-    case ST_NATIVE_FINALIZED:
-        return from == ST_NATIVE_FINALIZING ? ST_NATIVE_EMPTY : ST_NATIVE_INVALID;
-    }
-    return ST_NATIVE_INVALID;
+    return st_sm_allows(&native_machine, (uint32_t)from, (uint32_t)ev)
+               ? (st_native_phase)native_rules[ev].to
+               : ST_NATIVE_INVALID;
+}
+
+/* The ChipWorker's own lifecycle; it is made PRISTINE. */
+typedef enum cw_transition {
+    CW_T_INIT,     /* PRISTINE -> READY: the device is open */
+    CW_T_FINALIZE, /* any -> FINALIZED: phase calls from now on are refused */
+    CW_T_COUNT
+} cw_transition;
+
+static const char *const cw_state_names[] = {"PRISTINE", "READY", "FINALIZED"};
+static const st_sm_rule cw_rules[CW_T_COUNT] = {
+    [CW_T_INIT] = {NBIT(ST_CW_PRISTINE), ST_CW_READY, "init"},
+    [CW_T_FINALIZE] = {NBIT(ST_CW_PRISTINE) | NBIT(ST_CW_READY) | NBIT(ST_CW_FINALIZED),
+                       ST_CW_FINALIZED, "finalize"},
+};
+static const st_sm cw_machine = {"ChipWorker", cw_state_names, 3, cw_rules, CW_T_COUNT};
+
+static void cw_move(st_chip_worker *cw, cw_transition t) {
+    cw->state = (st_cw_state)st_sm_next(&cw_machine, (uint32_t)cw->state, t, "state");
 }
 
 const char *st_native_phase_name(st_native_phase p) {
@@ -102,8 +119,8 @@ const char *st_native_phase_name(st_native_phase p) {
 /* Apply a transition the caller has already validated (mu held). */
 static void slot_apply(st_native_slot *s, st_native_event ev) {
     st_native_phase next = st_native_next(s->phase, ev);
-    ST_ASSERT(next != ST_NATIVE_INVALID, "illegal native transition %d from %s", (int)ev,
-              st_native_phase_name(s->phase));
+    if (next == ST_NATIVE_INVALID)
+        st_sm_illegal(&native_machine, (uint32_t)s->phase, (uint32_t)ev, "slot");
     s->phase = next;
     if (next == ST_NATIVE_EMPTY) {
         s->epoch = 0;
@@ -222,7 +239,7 @@ int st_chip_worker_init(st_chip_worker *cw, const st_chip_worker_config *cfg) {
     cw->dev = dev;
     memset(cw->slots, 0, sizeof cw->slots);
     st_gen_filter_reset(&cw->filter);
-    cw->state = ST_CW_READY;
+    cw_move(cw, CW_T_INIT);
     pthread_mutex_unlock(&cw->mu);
     return STRATA_OK;
 }
@@ -254,7 +271,7 @@ int st_chip_worker_finalize(st_chip_worker *cw) {
         return st_fail(STRATA_EINVAL, "ChipWorker finalize: NULL worker");
     pthread_mutex_lock(&cw->mu);
     st_cw_state state = cw->state;
-    cw->state = ST_CW_FINALIZED; /* phase calls from now on are refused */
+    cw_move(cw, CW_T_FINALIZE);
     pthread_mutex_unlock(&cw->mu);
     if (state != ST_CW_READY)
         return STRATA_OK;

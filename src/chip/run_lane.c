@@ -33,6 +33,7 @@
 #include "util/assert.h"
 #include "util/clock.h"
 #include "util/error.h"
+#include "util/state_machine.h"
 
 #define ST_LANE_ERR_MAX 512
 #define ST_LANE_FIFO_MAX 2
@@ -138,10 +139,32 @@ static void poison_lane(st_run_lane *lane, const char *msg) {
     snprintf(lane->poison, sizeof lane->poison, "%s", msg);
 }
 
+/* A lane run's phases (util/state_machine.h); a run is made QUEUED. */
+typedef enum lane_transition {
+    LANE_T_PREPARE, /* QUEUED -> PREPARED: the backend prepared it natively */
+    LANE_T_LAUNCH,  /* PREPARED -> LAUNCHED: it crossed its launch fence */
+    LANE_T_FINISH,  /* QUEUED | PREPARED | LAUNCHED -> TERMINAL: ok or failed */
+    LANE_T_COUNT
+} lane_transition;
+
+static const char *const lane_phase_names[] = {"QUEUED", "PREPARED", "LAUNCHED", "TERMINAL"};
+static const st_sm_rule lane_rules[LANE_T_COUNT] = {
+    [LANE_T_PREPARE] = {ST_SM_BIT(ST_LANE_QUEUED), ST_LANE_PREPARED, "prepare"},
+    [LANE_T_LAUNCH] = {ST_SM_BIT(ST_LANE_PREPARED), ST_LANE_LAUNCHED, "launch"},
+    [LANE_T_FINISH] = {ST_SM_BIT(ST_LANE_QUEUED) | ST_SM_BIT(ST_LANE_PREPARED) |
+                           ST_SM_BIT(ST_LANE_LAUNCHED),
+                       ST_LANE_TERMINAL, "finish"},
+};
+static const st_sm lane_machine = {"lane run", lane_phase_names, 4, lane_rules, LANE_T_COUNT};
+
+static void lane_move(st_lane_run *r, lane_transition t) {
+    r->phase = (st_lane_phase)st_sm_next(&lane_machine, (uint32_t)r->phase, t, "phase");
+}
+
 /* The run is finished: TERMINAL and out of the FIFO (drops the FIFO's
  * reference: the caller must hold its own). */
 static void retire(st_run_lane *lane, st_lane_run *r) {
-    r->phase = ST_LANE_TERMINAL;
+    lane_move(r, LANE_T_FINISH);
     for (uint32_t i = 0; i < lane->count; i++) {
         if (lane->fifo[i] != r)
             continue;
@@ -202,7 +225,7 @@ static prepare_outcome prepare_native(st_run_lane *lane, st_lane_run *r, int as_
     int incompatible = 0;
     int rc = st_cw_prepare(lane->cw, &req, &r->token, &incompatible);
     if (rc == STRATA_OK) {
-        r->phase = ST_LANE_PREPARED;
+        lane_move(r, LANE_T_PREPARE);
         r->disposition = STRATA_CHIP_NATIVE_PREPARED;
         return PREPARE_OK;
     }
@@ -246,7 +269,7 @@ static void launch_front(st_run_lane *lane) {
         if (f->phase == ST_LANE_PREPARED || prepare_native(lane, f, 0) == PREPARE_OK) {
             int rc = st_cw_launch(lane->cw, &f->token);
             if (rc == STRATA_OK) {
-                f->phase = ST_LANE_LAUNCHED;
+                lane_move(f, LANE_T_LAUNCH);
                 f->launched = 1;
                 pthread_cond_broadcast(&lane->cv);
             } else {
@@ -266,7 +289,7 @@ static int progress(st_run_lane *lane, st_lane_run *target) {
         return 1;
     if (lane->count == 0) {
         set_errorf(target, STRATA_ESTATE, "%s: the lane lost a nonterminal run", lane->label);
-        target->phase = ST_LANE_TERMINAL;
+        lane_move(target, LANE_T_FINISH);
         return 1;
     }
     if (lane->fifo[0] != target) { /* querying a successor drives its predecessor */

@@ -12,6 +12,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "core/endpoint.h"
@@ -26,6 +27,7 @@
 #include "util/assert.h"
 #include "util/error.h"
 #include "util/futex.h"
+#include "util/state_machine.h"
 
 static const char *const phase_names[] = {"?",         "BUILDING",  "PREPARED",
                                           "EXECUTING", "COMPLETED", "FAILED"};
@@ -38,29 +40,27 @@ static uint32_t run_phase(const st_run *r) {
     return atomic_load_explicit(&((st_run *)r)->phase.value, memory_order_acquire);
 }
 
-/* Named phase transitions, checked in debug builds. */
-static void set_phase(st_run *r, st_run_phase to) {
-    uint32_t from = run_phase(r);
-    int legal = 0;
-    switch (to) {
-    case ST_RUN_PREPARED:
-        legal = from == ST_RUN_BUILDING;
-        break;
-    case ST_RUN_EXECUTING:
-        legal = from == ST_RUN_BUILDING || from == ST_RUN_PREPARED;
-        break;
-    case ST_RUN_COMPLETED:
-    case ST_RUN_FAILED:
-        legal = !st_run_terminal_phase(from);
-        break;
-    case ST_RUN_BUILDING:
-        legal = 0;
-        break;
-    }
-    ST_ASSERT(legal, "run %llu: phase %s -> %s", (unsigned long long)r->id, st_run_phase_name(from),
-              st_run_phase_name(to));
-    (void)legal;
-    st_event_set(&r->phase, to);
+/* Named phase transitions (util/state_machine.h). A run is made BUILDING. */
+typedef enum run_transition {
+    RUN_T_STAGE,    /* BUILDING -> PREPARED: built, not yet the head */
+    RUN_T_START,    /* BUILDING | PREPARED -> EXECUTING: became the head */
+    RUN_T_COMPLETE, /* any non-terminal -> COMPLETED: fence reached, no error */
+    RUN_T_FAIL,     /* any non-terminal -> FAILED: fence reached with an error */
+    RUN_T_COUNT
+} run_transition;
+
+#define BIT ST_SM_BIT
+#define LIVE (BIT(ST_RUN_BUILDING) | BIT(ST_RUN_PREPARED) | BIT(ST_RUN_EXECUTING))
+static const st_sm_rule run_rules[RUN_T_COUNT] = {
+    [RUN_T_STAGE] = {BIT(ST_RUN_BUILDING), ST_RUN_PREPARED, "stage"},
+    [RUN_T_START] = {BIT(ST_RUN_BUILDING) | BIT(ST_RUN_PREPARED), ST_RUN_EXECUTING, "start"},
+    [RUN_T_COMPLETE] = {LIVE, ST_RUN_COMPLETED, "complete"},
+    [RUN_T_FAIL] = {LIVE, ST_RUN_FAILED, "fail"},
+};
+static const st_sm run_machine = {"run", phase_names, ST_RUN_FAILED + 1, run_rules, RUN_T_COUNT};
+
+static void run_transition_to(st_run *r, run_transition t) {
+    st_event_set(&r->phase, st_sm_next(&run_machine, run_phase(r), t, "phase"));
 }
 
 void st_run_record_error(st_run *r, int status, const char *fmt, ...) {
@@ -123,7 +123,7 @@ static void activate_head(strata_worker *w) {
     if (!r || r->is_head)
         return;
     r->is_head = 1;
-    set_phase(r, ST_RUN_EXECUTING);
+    run_transition_to(r, RUN_T_START);
     notify_endpoints_activated(w, r);
 }
 
@@ -151,7 +151,7 @@ static void retire(strata_worker *w, st_run *r) {
     if (atomic_fetch_or(&r->help_state, ST_HELP_RETIRED) != 0)
         atomic_fetch_add(&w->lingering_helpers, 1);
     r->is_head = 0;
-    set_phase(r, st_run_failed(r) ? ST_RUN_FAILED : ST_RUN_COMPLETED);
+    run_transition_to(r, st_run_failed(r) ? RUN_T_FAIL : RUN_T_COMPLETE);
     st_event_bump(&w->admit_ev);
     if (was_head) {
         activate_head(w);
@@ -197,7 +197,9 @@ int st_run_begin(strata_worker *w, st_run **out) {
         uint32_t seen = atomic_load(&w->admit_ev.value);
         st_engine_wait(w, &w->admit_ev, seen, UINT64_MAX);
     }
-    st_run *r = st_calloc(1, sizeof *r);
+    st_run *r = st_malloc(sizeof *r);
+    if (r)
+        memset(r, 0, offsetof(st_run, error_buf)); /* error_buf is written before it is read */
     st_ready_queue *dq = r && w->nnext ? st_calloc((size_t)w->nnext, sizeof *dq) : NULL;
     if (!r || (w->nnext && !dq)) {
         st_free(r);
@@ -237,7 +239,7 @@ void st_run_close_submission(strata_worker *w, st_run *r) {
     r->submission_closed = 1;
     w->building = 0;
     if (run_phase(r) == ST_RUN_BUILDING)
-        set_phase(r, ST_RUN_PREPARED);
+        run_transition_to(r, RUN_T_STAGE);
     st_event_bump(&w->admit_ev);
     st_run_finish_if_ready(w, r);
 }

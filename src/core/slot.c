@@ -23,9 +23,9 @@ const char *st_state_name(st_task_state s) {
     return s < ST_STATE_COUNT ? state_names[s] : "?";
 }
 
-/* Legal source states (bit mask) and the target of every named transition. */
-#define BIT(s) (1u << (s))
-const st_transition_rule st_transitions[ST_TRANSITION_COUNT] = {
+/* Legal source states and the target of every named transition. */
+#define BIT ST_SM_BIT
+static const st_sm_rule slot_rules[ST_TRANSITION_COUNT] = {
     [ST_T_CLAIM] = {BIT(ST_FREE), ST_BUILDING, "claim"},
     [ST_T_PUBLISH_WAIT] = {BIT(ST_BUILDING), ST_PENDING, "publish-wait"},
     [ST_T_PUBLISH_READY] = {BIT(ST_BUILDING), ST_READY, "publish-ready"},
@@ -41,16 +41,12 @@ const st_transition_rule st_transitions[ST_TRANSITION_COUNT] = {
     [ST_T_UNCLAIM] = {BIT(ST_BUILDING), ST_FREE, "unclaim"},
 };
 
-void st_slot_transition_illegal(const st_slot *s, st_transition t) {
-    st_task_state from = st_slot_state(s);
-    ST_ASSERT(0, "transition %s from %s (slot %u)", st_transitions[t].name, st_state_name(from),
-              s->index);
-    (void)from;
-}
+const st_sm st_slot_machine = {"task", state_names, ST_STATE_COUNT, slot_rules,
+                               ST_TRANSITION_COUNT};
 
 st_task_state st_slot_fail_claim(st_slot *s) {
     st_task_state from = st_slot_state(s);
-    if (!(st_transitions[ST_T_FAIL_CLAIM].from_mask & BIT(from)))
+    if (!st_sm_allows(&st_slot_machine, from, ST_T_FAIL_CLAIM))
         return ST_STATE_COUNT;
     atomic_store_explicit(&s->state, ST_FAILED, memory_order_release);
     return from;

@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "strata/worker.h"
+#include "util/state_machine.h"
 
 typedef enum st_task_state {
     ST_FREE = 0,
@@ -161,24 +162,13 @@ static inline st_task_state st_slot_state(const st_slot *s) {
     return (st_task_state)atomic_load_explicit(&s->state, memory_order_relaxed);
 }
 
-typedef struct st_transition_rule {
-    uint32_t from_mask; /* legal source states, one bit per st_task_state */
-    st_task_state to;
-    const char *name;
-} st_transition_rule;
-
-extern const st_transition_rule st_transitions[ST_TRANSITION_COUNT];
-
-/* Reports an illegal transition (aborts in debug builds). */
-void st_slot_transition_illegal(const st_slot *s, st_transition t);
+/* The task state machine: states st_task_state, transitions st_transition. */
+extern const st_sm st_slot_machine;
 
 /* Apply a named transition; checks (debug builds) that the source state is legal. */
 static inline void st_slot_transition(st_slot *s, st_transition t) {
-#ifdef STRATA_DEBUG_ASSERT
-    if (!(st_transitions[t].from_mask & (1u << st_slot_state(s))))
-        st_slot_transition_illegal(s, t);
-#endif
-    atomic_store_explicit(&s->state, st_transitions[t].to, memory_order_release);
+    uint32_t to = st_sm_next(&st_slot_machine, st_slot_state(s), t, "task slot");
+    atomic_store_explicit(&s->state, to, memory_order_release);
 }
 
 static inline int st_state_terminal(st_task_state s) {

@@ -24,10 +24,31 @@
 #include "core/worker.h"
 #include "util/alloc.h"
 #include "util/error.h"
+#include "util/state_machine.h"
 
 /* The worker whose orchestration function runs on this thread, if any:
  * catches strata_worker_submit / close called from inside an orchestration function. */
 static _Thread_local strata_worker *tls_orchestrating;
+
+/* The worker's lifecycle (util/state_machine.h); a worker is made CREATED.
+ * Its state is read and moved under the engine lock. */
+typedef enum worker_transition {
+    WORKER_T_START, /* CREATED -> RUNNING: strata_worker_init */
+    WORKER_T_CLOSE, /* CREATED | RUNNING -> CLOSED: strata_worker_close */
+    WORKER_T_COUNT
+} worker_transition;
+
+static const char *const worker_state_names[] = {"CREATED", "RUNNING", "CLOSED"};
+static const st_sm_rule worker_rules[WORKER_T_COUNT] = {
+    [WORKER_T_START] = {ST_SM_BIT(ST_WORKER_CREATED), ST_WORKER_RUNNING, "start"},
+    [WORKER_T_CLOSE] = {ST_SM_BIT(ST_WORKER_CREATED) | ST_SM_BIT(ST_WORKER_RUNNING),
+                        ST_WORKER_CLOSED, "close"},
+};
+static const st_sm worker_machine = {"worker", worker_state_names, 3, worker_rules, WORKER_T_COUNT};
+
+static void worker_move(strata_worker *w, worker_transition t) {
+    w->state = (st_worker_state)st_sm_next(&worker_machine, (uint32_t)w->state, t, "state");
+}
 
 strata_worker *st_thread_orchestrating(void) {
     return tls_orchestrating;
@@ -296,7 +317,7 @@ int st_worker_start(strata_worker *w, st_sub_endpoint_create_fn create_sub) {
     if (rc != STRATA_OK)
         return init_failed(w, rc); /* the worker stays CREATED: init may be retried */
     st_engine_lock(w);
-    w->state = ST_WORKER_RUNNING;
+    worker_move(w, WORKER_T_START);
     st_engine_unlock(w);
     return STRATA_OK;
 }
@@ -317,7 +338,7 @@ int strata_worker_close(strata_worker *w) {
         return STRATA_OK;
     }
     int was_running = w->state == ST_WORKER_RUNNING;
-    w->state = ST_WORKER_CLOSED; /* new submits fail from here on */
+    worker_move(w, WORKER_T_CLOSE); /* new submits fail from here on */
     while (w->live_runs > 0 || w->building) {
         uint32_t seen = atomic_load(&w->admit_ev.value);
         st_engine_wait(w, &w->admit_ev, seen, UINT64_MAX);
