@@ -1,7 +1,11 @@
 /* core/engine.h - the worker's engine state, shared by the core modules.
  *
- * Owns: the definition of struct strata_worker (the engine) and the internal
- * calls between orchestrator, scheduler, runs and endpoints.
+ * Owns: the definition of struct strata_worker (the engine), the types of its
+ * members no other module owns (hook points and hook functions, the
+ * orchestration handle, the per-endpoint bookkeeping), and the calls on the
+ * engine lock (engine_lock.c). Other modules' calls are declared in the
+ * headers named after them (core/scheduler.h, release.h, dispatch.h,
+ * hooks.h, orchestrator.h, run.h, worker.h, ...).
  * Must never: be included by public headers or by endpoints (src/exec/),
  * which reach the engine only through core/endpoint.h.
  *
@@ -42,7 +46,7 @@ typedef enum st_worker_state {
 
 /* Named points where tests may inject an action (DESIGN §10). Hooks run on
  * the engine's thread with the engine lock held (they may call the st_hook_*
- * helpers below), except where noted. Set them before strata_worker_init. */
+ * helpers of core/hooks.h), except where noted. Set them before strata_worker_init. */
 typedef enum st_hook_point {
     ST_HOOK_BEFORE_DISPATCH_CLAIM = 0, /* a READY task was picked; not yet claimed */
     ST_HOOK_AFTER_WIRING,              /* a task's edges are wired; not yet published */
@@ -72,10 +76,6 @@ typedef struct st_next_state {
     int capacity; /* the endpoint's capacity (>= 1), fixed when added */
     uint32_t dispatched;
 } st_next_state;
-
-static inline int st_next_has_room(const st_next_state *ns) {
-    return ns->inflight < ns->capacity;
-}
 
 typedef struct st_sub_state {
     st_endpoint *ep;
@@ -137,65 +137,13 @@ struct strata_worker {
     uint64_t visit_stamp; /* one per submit, for deduplicating producers */
 };
 
-/* ---- lock + scheduler (scheduler.c) ---- */
+/* ---- the engine lock (engine_lock.c) ---- */
 void st_engine_lock(strata_worker *w);
 void st_engine_unlock(strata_worker *w);
 /* Run scheduler passes while there is work and the lock is free. */
 void st_engine_kick(strata_worker *w);
-/* One pass: drain completions, dispatch ready work. Lock held. */
-void st_sched_pass(strata_worker *w);
-int st_sched_start(strata_worker *w);
-void st_sched_stop(strata_worker *w);
-
-/* The sub worker endpoint the calling thread hosts (st_endpoint_bind_thread), or NULL. */
-st_endpoint *st_thread_sub_endpoint(void);
-
-/* Route a READY task to its run's queue. Lock held. */
-void st_enqueue_ready(strata_worker *w, st_slot *s);
-/* Release one reference on s; consumes it when the last one goes. Lock held. */
-void st_release_ref(strata_worker *w, st_slot *s);
-/* Fail s (if not started) and everything downstream of it with `status`
- * (a producer failed: STRATA_ETASK; cancellation: STRATA_ECANCELED). Lock held. */
-void st_poison(strata_worker *w, st_slot *s, int status);
-/* Fail an unstarted task (claimed already) and drop its references. Lock held. */
-void st_settle_failed_unstarted(strata_worker *w, st_slot *s);
-
-/* ---- runs (run.c) ---- */
-/* Admit a new run (waits for capacity). Returns with the lock held. */
-int st_run_begin(strata_worker *w, st_run **out);
-/* Close submission (ok) or fail it with the orchestration error. Lock held. */
-void st_run_close_submission(strata_worker *w, st_run *r);
-void st_run_fail_submission(strata_worker *w, st_run *r, int status, const char *msg);
-/* A slot of r was consumed. Lock held. */
-void st_run_task_consumed(strata_worker *w, st_run *r);
-/* Terminal transition + retirement if the fence is reached. Lock held. */
-void st_run_finish_if_ready(strata_worker *w, st_run *r);
-/* Cancel every unstarted task of r. Lock held. */
-void st_run_cancel_unstarted(strata_worker *w, st_run *r);
-void st_run_link_slot(st_run *r, st_slot *s);
-void st_run_unlink_slot(st_run *r, st_slot *s);
-
-/* The tensor map's footprint source: argument `argpos` of live task `ref`. */
-void st_orch_fp_of(void *ctx, uint64_t ref, uint32_t argpos, st_footprint *out);
-
-/* Drop the references of scopes deeper than `depth`. Lock held. */
-void st_orch_close_scopes_to(struct strata_orch *o, int depth);
-
-/* ---- waiting inside the engine (lock held on entry and exit) ---- */
-/* Unlock, wait for ev to move past `seen` or the deadline, relock. -1 on timeout. */
+/* Lock held on entry and exit: unlock, wait for ev to move past `seen` or the
+ * deadline, relock. -1 on timeout. */
 int st_engine_wait(strata_worker *w, st_event *ev, uint32_t seen, uint64_t deadline_ns);
-
-/* ---- hooks (tests) ---- */
-void st_worker_set_hook(strata_worker *w, st_hook_point at, st_hook_fn fn, void *ctx);
-static inline void st_hook(strata_worker *w, st_hook_point at, uint64_t ref) {
-    if (w->hooks[at])
-        w->hooks[at](w, at, ref, w->hook_ctx[at]);
-}
-/* The slot a hook's reference names (NULL if stale). Hooks may also call
- * st_poison, st_run_record_error and st_sched_pass: the lock is held. */
-st_slot *st_hook_slot(strata_worker *w, uint64_t ref);
-
-/* Format the task part of a message: "task 'scale' #12". */
-void st_task_label(strata_worker *w, st_slot *s, char *buf, size_t n);
 
 #endif

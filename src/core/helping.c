@@ -26,11 +26,13 @@
  */
 #include <sched.h>
 
+#include "core/dispatch.h"
+#include "core/endpoint.h"
 #include "core/engine.h"
 #include "core/helping.h"
-#include "util/thread_role.h"
 #include "util/clock.h"
 #include "util/futex.h"
+#include "util/thread_role.h"
 
 /* Relax hints between yields once the first burst is over (as util/futex.c). */
 #define HELP_SPIN_BURST 32

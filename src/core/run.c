@@ -15,11 +15,18 @@
 #include <stddef.h>
 #include <string.h>
 
+#include "core/endpoint.h"
 #include "core/engine.h"
 #include "core/helping.h"
+#include "core/ready_queue.h"
+#include "core/release.h"
+#include "core/run.h"
+#include "core/slot.h"
+#include "core/tensormap.h"
 #include "util/alloc.h"
 #include "util/assert.h"
 #include "util/error.h"
+#include "util/futex.h"
 #include "util/state_machine.h"
 
 static const char *const phase_names[] = {"?",         "BUILDING",  "PREPARED",

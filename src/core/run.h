@@ -2,7 +2,8 @@
  * FIFO admission with leases (DESIGN §5.4).
  *
  * Owns: the run record (which is also the public strata_run) and the
- * phase state machine.
+ * phase state machine; the caller's calls on it (strata_run_*) are
+ * core/run_handle.c.
  * Must never: fail loudly on calls that come from the scheduler side
  * (task accounting on an unknown or finished run is ignored or recorded as the
  * run's error, never an abort).
@@ -88,5 +89,20 @@ static inline int st_run_terminal_phase(uint32_t p) {
 
 /* Drop one reference; frees the record at zero. */
 void st_run_unref(st_run *r);
+
+/* ---- the engine's calls on runs (run.c) ---- */
+/* Admit a new run (waits for capacity). Returns with the lock held. */
+int st_run_begin(struct strata_worker *w, st_run **out);
+/* Close submission (ok) or fail it with the orchestration error. Lock held. */
+void st_run_close_submission(struct strata_worker *w, st_run *r);
+void st_run_fail_submission(struct strata_worker *w, st_run *r, int status, const char *msg);
+/* A slot of r was consumed. Lock held. */
+void st_run_task_consumed(struct strata_worker *w, st_run *r);
+/* Terminal transition + retirement if the fence is reached. Lock held. */
+void st_run_finish_if_ready(struct strata_worker *w, st_run *r);
+/* Cancel every unstarted task of r. Lock held. */
+void st_run_cancel_unstarted(struct strata_worker *w, st_run *r);
+void st_run_link_slot(st_run *r, struct st_slot *s);
+void st_run_unlink_slot(st_run *r, struct st_slot *s);
 
 #endif

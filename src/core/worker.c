@@ -1,25 +1,30 @@
 /* core/worker.c - the public Worker: configuration, lifecycle, callables and
- * the run calls (strata_worker_submit / wait / release).
+ * the start of a run (strata_worker_submit); the run handle is run_handle.c.
  *
  * Owns: creation and teardown order of everything a worker holds (its sub
- * workers through the endpoint factory st_worker_start is handed).
+ * workers through the endpoint factory st_worker_start is handed), and the
+ * thread's mark that an orchestration function of a worker runs on it.
  * Must never: start a thread before strata_worker_init (children are forked
- * before engine threads exist), or free a run record the caller still holds
- * (a run handle is one of the record's two references, the engine's the
- * other, so releasing a live run frees nothing before it retires).
+ * before engine threads exist), or let a thread that orchestrates or runs a
+ * task body of the worker close, destroy or submit to it.
  */
 #include <pthread.h>
 #include <sched.h>
-#include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 
+#include "core/endpoint.h"
 #include "core/engine.h"
-#include "core/helping.h"
+#include "core/heap_ring.h"
+#include "core/orchestrator.h"
+#include "core/run.h"
+#include "core/scheduler.h"
+#include "core/slot.h"
+#include "core/tensormap.h"
+#include "core/worker.h"
 #include "util/alloc.h"
-#include "util/clock.h"
 #include "util/error.h"
 #include "util/state_machine.h"
-#include "util/thread_role.h"
 
 /* The worker whose orchestration function runs on this thread, if any:
  * catches strata_worker_submit / close called from inside an orchestration function. */
@@ -45,13 +50,11 @@ static void worker_move(strata_worker *w, worker_transition t) {
     w->state = (st_worker_state)st_sm_next(&worker_machine, (uint32_t)w->state, t, "state");
 }
 
-/* A task body (or chip program) of w runs on this thread: waiting for w here
- * would wait for the task itself (util/thread_role.h). */
-static int in_task_of(const strata_worker *w) {
-    return st_thread_served() == (const void *)w;
+strata_worker *st_thread_orchestrating(void) {
+    return tls_orchestrating;
 }
 
-static int refuse_in_task(const char *what, const char *why) {
+int st_refuse_in_task(const char *what, const char *why) {
     return st_fail(STRATA_ESTATE,
                    "%s: called from a task body running on this worker (a sub function, or a "
                    "chip program on one of its chips): %s",
@@ -244,6 +247,12 @@ int st_register_next_level(strata_worker *w, const char *name, strata_sub_fn fn,
                              "register next-level callable");
 }
 
+void st_task_label(strata_worker *w, st_slot *s, char *buf, size_t n) {
+    const st_callable_info *ci =
+        s->callable >= 0 && s->callable < w->ncallables ? w->callables[s->callable] : NULL;
+    snprintf(buf, n, "task '%s' #%llu", ci ? ci->name : "?", (unsigned long long)s->seq);
+}
+
 /* Init rollback: stop and join the sub workers started so far and free the
  * tables, so the worker is as created and init may be retried. */
 static int init_failed(strata_worker *w, int rc) {
@@ -319,10 +328,10 @@ int strata_worker_close(strata_worker *w) {
     if (tls_orchestrating == w)
         return st_fail(STRATA_ESTATE,
                        "strata_worker_close: called from inside an orchestration function");
-    if (in_task_of(w))
-        return refuse_in_task("strata_worker_close",
-                              "close waits for every run, this task's own included; close the "
-                              "worker from the thread that drives it");
+    if (st_in_task_of(w))
+        return st_refuse_in_task("strata_worker_close",
+                                 "close waits for every run, this task's own included; close the "
+                                 "worker from the thread that drives it");
     st_engine_lock(w);
     if (w->state == ST_WORKER_CLOSED) {
         st_engine_unlock(w);
@@ -367,7 +376,7 @@ void strata_worker_destroy(strata_worker *w) {
         return;
     /* Freeing the worker under a running orchestration function or task body
      * would pull the engine out from under it: refuse, and leave it intact. */
-    if (strata_worker_close(w) == STRATA_ESTATE && (tls_orchestrating == w || in_task_of(w)))
+    if (strata_worker_close(w) == STRATA_ESTATE && (tls_orchestrating == w || st_in_task_of(w)))
         return;
     for (int i = 0; i < w->ncallables; i++)
         st_free(w->callables[i]);
@@ -382,7 +391,7 @@ void strata_worker_destroy(strata_worker *w) {
     st_free(w);
 }
 
-/* ---- runs ---------------------------------------------------------------- */
+/* ---- a run begins ------------------------------------------------------- */
 
 int strata_worker_submit(strata_worker *w, strata_orch_fn fn, void *arg, strata_run **out) {
     if (!w || !fn || !out)
@@ -393,11 +402,11 @@ int strata_worker_submit(strata_worker *w, strata_orch_fn fn, void *arg, strata_
             STRATA_ESTATE,
             "strata_worker_submit: called from inside an orchestration function (submit "
             "tasks with strata_orch_submit_sub / strata_orch_submit_next_level instead)");
-    if (in_task_of(w))
-        return refuse_in_task("strata_worker_submit",
-                              "a new run cannot execute before the run of this task ends, so "
-                              "waiting for it would never return; submit from the thread that "
-                              "drives the worker");
+    if (st_in_task_of(w))
+        return st_refuse_in_task("strata_worker_submit",
+                                 "a new run cannot execute before the run of this task ends, so "
+                                 "waiting for it would never return; submit from the thread that "
+                                 "drives the worker");
     st_run *r;
     STRATA_TRY(st_run_begin(w, &r)); /* returns with the lock held */
     strata_orch *o = &w->orch;
@@ -426,82 +435,4 @@ int strata_worker_submit(strata_worker *w, strata_orch_fn fn, void *arg, strata_
     st_engine_unlock(w);
     *out = r;
     return STRATA_OK;
-}
-
-static uint32_t phase_of(const strata_run *h) {
-    return atomic_load_explicit(&((strata_run *)h)->phase.value, memory_order_acquire);
-}
-
-static int run_result(const strata_run *h) {
-    if (phase_of(h) != ST_RUN_FAILED)
-        return STRATA_OK;
-    return st_fail(h->error_status, "%s", h->error_msg ? h->error_msg : "run failed");
-}
-
-int strata_run_wait_until(strata_run *h, uint64_t deadline_ns) {
-    if (!h)
-        return st_fail(STRATA_EINVAL, "strata_run_wait: handle is NULL");
-    if (in_task_of(h->w) && !st_run_terminal_phase(phase_of(h)))
-        return refuse_in_task("strata_run_wait",
-                              "only the oldest run executes, so this run cannot end before "
-                              "this task does");
-    uint64_t start = st_now_ns();
-    /* Only an unbounded wait helps: a task it takes could outlast a deadline. */
-    int help = deadline_ns == UINT64_MAX && !tls_orchestrating && st_help_allowed_here(h);
-    for (;;) {
-        uint32_t p = phase_of(h);
-        if (st_run_terminal_phase(p))
-            return run_result(h);
-        if (help) {
-            st_wait_helping(h, p);
-            continue;
-        }
-        /* Spinning would only hold the core the run's worker needs. */
-        int yield = atomic_load_explicit(&h->caller_shares_core, memory_order_relaxed);
-        int rc = yield ? st_event_wait_yielding(&h->phase, p, h->spin_ns, deadline_ns)
-                       : st_event_wait(&h->phase, p, h->spin_ns, deadline_ns);
-        if (rc < 0 && !st_run_terminal_phase(phase_of(h)))
-            return st_fail(STRATA_ETIMEDOUT,
-                           "strata_run_wait: run %llu still %s at the deadline (waited %.3f s; "
-                           "the run goes on)",
-                           (unsigned long long)h->id, st_run_phase_name(phase_of(h)),
-                           (double)(st_now_ns() - start) / 1e9);
-    }
-}
-
-int strata_run_wait(strata_run *h, uint64_t timeout_ns) {
-    return strata_run_wait_until(h, st_deadline_after(timeout_ns));
-}
-
-int strata_run_done(const strata_run *h) {
-    return h && st_run_terminal_phase(phase_of(h));
-}
-
-int strata_run_status(const strata_run *h) {
-    if (!h)
-        return st_fail(STRATA_EINVAL, "strata_run_status: handle is NULL");
-    return phase_of(h) == ST_RUN_FAILED ? h->error_status : STRATA_OK;
-}
-
-const char *strata_run_error(const strata_run *h) {
-    if (!h || phase_of(h) != ST_RUN_FAILED || !h->error_msg)
-        return "";
-    return h->error_msg;
-}
-
-uint64_t strata_run_id(const strata_run *h) {
-    return h ? h->id : 0;
-}
-
-void strata_run_release(strata_run *h) {
-    if (h)
-        st_run_unref(h); /* a live run keeps the engine's reference until it retires */
-}
-
-int strata_worker_run(strata_worker *w, strata_orch_fn fn, void *arg) {
-    strata_run *h;
-    STRATA_TRY(strata_worker_submit(w, fn, arg, &h));
-    int rc = strata_run_wait(h, STRATA_WAIT_FOREVER);
-    strata_run_release(h);
-    return rc;
 }

@@ -38,7 +38,7 @@
 
 #include "test_support.h"
 
-#include "core/engine.h"
+#include "core/hooks.h"
 
 /* ---- sizes ---------------------------------------------------------------- */
 

@@ -19,6 +19,7 @@
 #include <time.h>
 
 #include "core/engine.h"
+#include "core/hooks.h"
 #include "util/clock.h"
 
 #define SEC 1000000000ull

@@ -23,6 +23,7 @@
 #include <time.h>
 
 #include "core/engine.h"
+#include "core/hooks.h"
 #include "test_endpoint.h"
 #include "util/clock.h"
 #include "util/error.h"

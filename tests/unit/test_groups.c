@@ -28,6 +28,9 @@
 #include <time.h>
 
 #include "core/engine.h"
+#include "core/hooks.h"
+#include "core/release.h"
+#include "core/scheduler.h"
 #include "util/clock.h"
 #include "util/error.h"
 

@@ -13,6 +13,9 @@
 #include <string.h>
 
 #include "core/engine.h"
+#include "core/hooks.h"
+#include "core/release.h"
+#include "core/scheduler.h"
 #include "test_endpoint.h"
 #include "util/clock.h"
 

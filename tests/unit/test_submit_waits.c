@@ -15,7 +15,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "core/engine.h"
+#include "core/hooks.h"
 
 #define NGATES 8
 #define GATE_GIVE_UP_S 20 /* a broken test must not hang CI */

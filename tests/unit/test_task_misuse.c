@@ -13,7 +13,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "core/engine.h"
+#include "core/hooks.h"
 #include "util/clock.h"
 
 #define SEC 1000000000ull
