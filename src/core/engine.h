@@ -103,7 +103,8 @@ struct strata_worker {
     int *idle_subs; /* stack of idle sub indices */
     int nidle_subs;
     st_next_state *next;
-    int nnext, cap_next;
+    int nnext;
+    uint32_t cap_next;
     int *reserved; /* per next-level worker: reserved by a blocked group this pass */
 
     /* Completions pushed by endpoints (lock-free stack, drained by the lock holder). */

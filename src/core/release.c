@@ -23,6 +23,7 @@
 #include "core/slot.h"
 #include "core/worker.h"
 #include "util/alloc.h"
+#include "util/growable.h"
 #include "util/assert.h"
 #include "util/futex.h"
 
@@ -98,7 +99,7 @@ void st_settle_failed_unstarted(strata_worker *w, st_slot *s) {
 void st_poison(strata_worker *w, st_slot *s0, int status) {
     uint64_t stack_buf[64];
     uint64_t *work = stack_buf;
-    size_t n = 0, cap = 64;
+    uint32_t n = 0, cap = 64;
     work[n++] = st_ref_of(s0);
     while (n > 0) {
         st_slot *s = st_slots_get(&w->slots, work[--n]);
@@ -114,18 +115,15 @@ void st_poison(strata_worker *w, st_slot *s0, int status) {
         }
         for (uint32_t i = 0; i < s->consumers.n; i++) {
             if (n == cap) {
-                uint64_t *nw = st_malloc(sizeof *nw * cap * 2);
+                uint64_t *nw =
+                    st_grow(work, &cap, n + 1, sizeof *nw, cap, stack_buf, "the poison work list");
                 if (!nw) { /* out of memory: poison this consumer right away instead */
                     st_slot *c = st_slots_get(&w->slots, s->consumers.v[i]);
                     if (c)
                         st_poison(w, c, status);
                     continue;
                 }
-                memcpy(nw, work, sizeof *nw * n);
-                if (work != stack_buf)
-                    st_free(work);
                 work = nw;
-                cap *= 2;
             }
             work[n++] = s->consumers.v[i];
         }

@@ -26,6 +26,7 @@
 #include "util/alloc.h"
 #include "util/assert.h"
 #include "util/error.h"
+#include "util/growable.h"
 #include "util/futex.h"
 #include "util/state_machine.h"
 
@@ -258,19 +259,18 @@ void st_run_fail_submission(strata_worker *w, st_run *r, int status, const char 
 }
 
 void st_run_cancel_unstarted(strata_worker *w, st_run *r) {
-    size_t n = 0, cap = 0;
+    uint32_t n = 0, cap = 0;
     uint64_t *refs = NULL;
     for (st_slot *s = r->live; s; s = s->run_next) {
         st_task_state st = st_slot_state(s);
         if (st != ST_PENDING && st != ST_READY)
             continue;
         if (n == cap) {
-            size_t ncap = cap ? cap * 2 : 64;
-            uint64_t *nr = st_realloc(refs, sizeof *nr * ncap);
+            uint64_t *nr =
+                st_grow(refs, &cap, n + 1, sizeof *nr, 64, NULL, "the list of tasks to cancel");
             if (!nr)
                 break; /* out of memory: cancel what we have; the rest still run */
             refs = nr;
-            cap = ncap;
         }
         refs[n++] = st_ref_of(s);
     }

@@ -15,16 +15,16 @@
 #include "util/alloc.h"
 #include "util/assert.h"
 #include "util/error.h"
+#include "util/growable.h"
 
 /* The slot is owned by the run from here on; a scope holds one reference. */
 int st_hold_in_scope(strata_orch *o, st_slot *s) {
     if (o->nscope_refs == o->cap_scope_refs) {
-        uint32_t ncap = o->cap_scope_refs ? o->cap_scope_refs * 2 : 256;
-        uint64_t *nv = st_realloc(o->scope_refs, sizeof *nv * ncap);
+        uint64_t *nv = st_grow(o->scope_refs, &o->cap_scope_refs, o->nscope_refs + 1, sizeof *nv,
+                               256, NULL, "the scope's task list");
         if (!nv)
-            return st_fail_nomem("growing the scope's task list", sizeof *nv * ncap);
+            return STRATA_ENOMEM;
         o->scope_refs = nv;
-        o->cap_scope_refs = ncap;
     }
     o->scope_refs[o->nscope_refs++] = st_ref_of(s);
     s->scope_ref = 1;

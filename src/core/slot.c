@@ -14,6 +14,7 @@
 #include "util/alloc.h"
 #include "util/assert.h"
 #include "util/error.h"
+#include "util/growable.h"
 #include "strata/status.h"
 
 static const char *const state_names[ST_STATE_COUNT] = {
@@ -67,15 +68,11 @@ void st_reflist_init(st_reflist *l) {
 
 int st_reflist_push(st_reflist *l, uint64_t ref) {
     if (l->n == l->cap) {
-        uint32_t ncap = l->cap * 2;
-        uint64_t *nv = st_malloc(sizeof *nv * ncap);
+        uint64_t *nv =
+            st_grow(l->v, &l->cap, l->n + 1, sizeof *nv, 4, l->inl, "a task's dependency list");
         if (!nv)
-            return st_fail_nomem("growing a task's dependency list", sizeof *nv * ncap);
-        memcpy(nv, l->v, sizeof *nv * l->n);
-        if (l->v != l->inl)
-            st_free(l->v);
+            return STRATA_ENOMEM;
         l->v = nv;
-        l->cap = ncap;
     }
     l->v[l->n++] = ref;
     return STRATA_OK;

@@ -20,6 +20,7 @@
 
 #include "util/alloc.h"
 #include "util/error.h"
+#include "util/growable.h"
 
 #define TMAP_INIT_SLOTS 1024u /* power of two */
 #define TMAP_INIT_KEYS 512u
@@ -162,18 +163,11 @@ static uint32_t get_or_create(st_tensormap *m, const strata_buffer_id *key) {
         find(m, key, &pos);
     }
     if (m->nkeys == m->keys_cap) {
-        if (m->keys_cap >= (1u << 31)) {
-            st_fail(STRATA_ENOMEM, "tensor map is full");
+        st_tmap_key *nk = st_grow(m->keys, &m->keys_cap, m->nkeys + 1, sizeof *nk, 1, NULL,
+                                  "the tensor map's keys");
+        if (!nk)
             return ST_TMAP_NIL;
-        }
-        uint32_t nc = m->keys_cap * 2;
-        st_tmap_key *nk = st_realloc(m->keys, (size_t)nc * sizeof *nk);
-        if (!nk) {
-            st_fail_nomem("growing the tensor map's keys", (size_t)nc * sizeof *nk);
-            return ST_TMAP_NIL;
-        }
         m->keys = nk;
-        m->keys_cap = nc;
     }
     st_tmap_slot *s = &m->slots[pos];
     s->key = *key;
@@ -220,26 +214,22 @@ static uint32_t alloc_entry(st_tensormap *m) {
         return e;
     }
     if (m->pool_used == m->pool_cap) {
-        if (m->pool_cap >= (1u << 31)) {
-            st_fail(STRATA_ENOMEM, "tensor map is full");
+        /* Entries and (without a footprint callback) their footprints grow
+         * together: pool_cap counts both. */
+        uint32_t pool_cap = m->pool_cap, fps_cap = m->pool_cap;
+        st_tmap_entry *np = st_grow(m->pool, &pool_cap, m->pool_used + 1, sizeof *np, 1, NULL,
+                                    "the tensor map's entries");
+        if (!np)
             return ST_TMAP_NIL;
-        }
-        uint32_t nc = m->pool_cap * 2;
-        st_tmap_entry *np = st_realloc(m->pool, (size_t)nc * sizeof *np);
-        if (!np) {
-            st_fail_nomem("growing the tensor map's entries", (size_t)nc * sizeof *np);
-            return ST_TMAP_NIL;
-        }
         m->pool = np;
         if (!m->fp_fn) {
-            st_footprint *nf = st_realloc(m->fps, (size_t)nc * sizeof *nf);
-            if (!nf) {
-                st_fail_nomem("growing the tensor map's footprints", (size_t)nc * sizeof *nf);
-                return ST_TMAP_NIL;
-            }
+            st_footprint *nf = st_grow(m->fps, &fps_cap, pool_cap, sizeof *nf, 1, NULL,
+                                       "the tensor map's footprints");
+            if (!nf)
+                return ST_TMAP_NIL; /* pool grew, pool_cap did not: harmless */
             m->fps = nf;
         }
-        m->pool_cap = nc;
+        m->pool_cap = pool_cap;
     }
     if (!m->fp_fn && !m->fps) {
         m->fps = st_malloc((size_t)m->pool_cap * sizeof *m->fps);

@@ -19,6 +19,7 @@
 #include "util/alloc.h"
 #include "util/assert.h"
 #include "util/error.h"
+#include "util/growable.h"
 
 void st_orch_fp_of(void *ctx, uint64_t ref, uint32_t argpos, st_footprint *out) {
     strata_worker *w = ctx;
@@ -38,15 +39,11 @@ int st_add_dep(void *vctx, uint64_t ref) {
         return 0;
     p->visit_stamp = d->stamp;
     if (d->n == d->cap) {
-        uint32_t ncap = d->cap * 2;
-        uint64_t *nv = st_malloc(sizeof *nv * ncap);
+        uint64_t *nv = st_grow(d->refs, &d->cap, d->n + 1, sizeof *nv, 64, d->inline_buf,
+                               "the task's producer list");
         if (!nv)
-            return st_fail_nomem("growing the task's producer list", sizeof *nv * ncap);
-        memcpy(nv, d->refs, sizeof *nv * d->n);
-        if (d->refs != d->inline_buf)
-            st_free(d->refs);
+            return STRATA_ENOMEM;
         d->refs = nv;
-        d->cap = ncap;
     }
     d->refs[d->n++] = ref;
     return 0;

@@ -24,6 +24,7 @@
 #include "core/worker.h"
 #include "util/alloc.h"
 #include "util/error.h"
+#include "util/growable.h"
 #include "util/state_machine.h"
 
 /* The worker whose orchestration function runs on this thread, if any:
@@ -153,14 +154,12 @@ int st_worker_add_endpoint(strata_worker *w, st_endpoint *ep, int *worker_id_out
         return st_fail(STRATA_ESTATE, "next-level workers are added before strata_worker_init");
     if (w->nnext >= STRATA_MAX_NEXT_LEVEL)
         return st_fail(STRATA_ECAPACITY, "at most %d next-level workers", STRATA_MAX_NEXT_LEVEL);
-    if (w->nnext == w->cap_next) {
-        int ncap = w->cap_next ? w->cap_next * 2 : 8;
-        st_next_state *nn = st_realloc(w->next, sizeof *nn * (size_t)ncap);
+    if ((uint32_t)w->nnext == w->cap_next) {
+        st_next_state *nn = st_grow(w->next, &w->cap_next, (uint32_t)w->nnext + 1, sizeof *nn, 8,
+                                    NULL, "adding a next-level worker: the endpoint table");
         if (!nn)
-            return st_fail_nomem("adding a next-level worker: the endpoint table",
-                                 sizeof *nn * (size_t)ncap);
+            return STRATA_ENOMEM;
         w->next = nn;
-        w->cap_next = ncap;
     }
     ep->engine = w;
     ep->is_sub = 0;

@@ -67,7 +67,7 @@ typedef struct chip_ep {
     chip_program_entry programs[CHIP_EP_PROGRAMS]; /* endpoint thread only */
     int nprograms;
     chip_buffer_entry *buffers;
-    size_t nbuffers, cap_buffers;
+    uint32_t nbuffers, cap_buffers;
 } chip_ep;
 
 /* The operations of every chip endpoint: ep->ops == &st_chip_ep_ops marks one. */

@@ -20,6 +20,7 @@
 #include "strata/chip.h"
 #include "util/alloc.h"
 #include "util/error.h"
+#include "util/growable.h"
 
 int strata_worker_add_chip(strata_worker *w, const strata_chip_config *cfg, int *worker_id) {
     if (!w || !cfg || !worker_id)
@@ -136,15 +137,13 @@ int strata_worker_chip_malloc(strata_worker *w, int worker_id, size_t nbytes, st
         st_buffer_mark_device(b, worker_id); /* its views are this chip's device memory */
     pthread_mutex_lock(&ep->mu);
     if (rc == STRATA_OK && ep->nbuffers == ep->cap_buffers) {
-        size_t cap = ep->cap_buffers ? ep->cap_buffers * 2 : 16;
-        chip_buffer_entry *nb = st_realloc(ep->buffers, cap * sizeof *nb);
-        if (nb) {
+        chip_buffer_entry *nb =
+            st_grow(ep->buffers, &ep->cap_buffers, ep->nbuffers + 1, sizeof *nb, 16, NULL,
+                    "strata_worker_chip_malloc: the chip's buffer list");
+        if (nb)
             ep->buffers = nb;
-            ep->cap_buffers = cap;
-        } else {
-            rc = st_fail_nomem("strata_worker_chip_malloc: growing the chip's buffer list",
-                               cap * sizeof *nb);
-        }
+        else
+            rc = STRATA_ENOMEM;
     }
     if (rc == STRATA_OK)
         ep->buffers[ep->nbuffers++] = (chip_buffer_entry){.b = b, .dev = dev, .nbytes = nbytes};

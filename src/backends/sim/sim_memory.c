@@ -11,6 +11,7 @@
 
 #include "sim_device.h"
 #include "util/alloc.h"
+#include "util/growable.h"
 
 #define SIM_ALLOC_ALIGN 64
 
@@ -45,12 +46,11 @@ static long find_floor(const sim_memory *mem, uintptr_t addr) {
 static int grow(sim_memory *mem) {
     if (mem->count < mem->cap)
         return 0;
-    size_t cap = mem->cap ? mem->cap * 2 : 16;
-    sim_alloc *n = st_realloc(mem->allocs, cap * sizeof *n);
+    size_t bytes;
+    sim_alloc *n = st_grow_raw(mem->allocs, &mem->cap, mem->count + 1, sizeof *n, 16, NULL, &bytes);
     if (!n)
         return -1;
     mem->allocs = n;
-    mem->cap = cap;
     return 0;
 }
 

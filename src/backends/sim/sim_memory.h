@@ -23,7 +23,7 @@ typedef struct sim_memory {
     pthread_mutex_t mu; /* protects allocs/count/cap/committed; a leaf lock */
     sim_alloc *allocs;  /* sorted by base */
     size_t count;
-    size_t cap;
+    uint32_t cap; /* util/growable.h */
     uint64_t committed;
 } sim_memory;
 

@@ -22,6 +22,7 @@
 
 #include "sim_device.h"
 #include "util/alloc.h"
+#include "util/growable.h"
 
 #define SIM_MAX_BLOCKS (1u << 20)
 
@@ -85,12 +86,12 @@ static void program_fail(strata_program_ctx *ctx, const char *msg) {
 
 static int append_launch(sim_run *r, const sim_launch *l) {
     if (r->nlaunches == r->cap) {
-        uint32_t cap = r->cap ? r->cap * 2 : 4;
-        sim_launch *n = st_realloc(r->launches, cap * sizeof *n);
+        size_t bytes;
+        sim_launch *n =
+            st_grow_raw(r->launches, &r->cap, r->nlaunches + 1, sizeof *n, 4, NULL, &bytes);
         if (!n)
             return -1;
         r->launches = n;
-        r->cap = cap;
     }
     r->launches[r->nlaunches++] = *l;
     return 0;
