@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "core/endpoint.h"
+#include "strata/sim.h"
 #include "test_endpoint.h"
 #include "util/clock.h"
 
@@ -107,8 +108,18 @@ static void register_standard_callables(ts_worker *t) {
     assert_ok(strata_worker_register_sub(t->w, "gate", gate_fn, t, &t->gate));
 }
 
+static void add_sim_chip(ts_worker *t, int i, const strata_sim_injection *inj) {
+    strata_chip_config cc;
+    strata_chip_config_init(&cc);
+    cc.device_id = i;
+    cc.kernel_module = STRATA_SIM_TEST_KERNELS_PATH;
+    cc.sim = inj; /* copied when the chip opens */
+    assert_ok(strata_worker_add_chip(t->w, &cc, &t->chip_id[i]));
+}
+
 void ts_worker_open(ts_worker *t, const ts_worker_opts *o) {
     assert_true(o->endpoints >= 0 && o->endpoints <= TS_MAX_ENDPOINTS);
+    assert_true(o->chips >= 0 && o->chips <= TS_MAX_CHIPS);
     memset(t, 0, sizeof *t);
     assert_ok(strata_worker_create(&o->cfg, &t->w));
     for (int i = 0; i < o->endpoints; i++) {
@@ -116,6 +127,8 @@ void ts_worker_open(ts_worker *t, const ts_worker_opts *o) {
         assert_ok(st_test_ep_add(t->w, &ec, &t->ep_id[i], &t->ep[i]));
         assert_int_equal(t->ep_id[i], i);
     }
+    for (int i = 0; i < o->chips; i++)
+        add_sim_chip(t, i, o->chip_sim[i]);
     register_standard_callables(t);
     for (int i = 0; i < TS_MAX_SUBS && o->subs[i].name; i++)
         assert_ok(strata_worker_register_sub(t->w, o->subs[i].name, o->subs[i].fn, o->subs[i].user,

@@ -83,11 +83,12 @@ void ts_assert_probe(const ts_probes *ps, int i, int status, const char *needle,
 
 /* ---- The worker fixture -------------------------------------------------------
  * A worker made from a config, with scriptable next-level endpoints
- * (test_endpoint.h) if asked, the standard callables below and the test's
- * own sub callables registered, initialised, and host buffers created after
- * init. Every step is asserted. */
+ * (test_endpoint.h) and sim chips if asked, the standard callables below and
+ * the test's own sub callables registered, initialised, and host buffers
+ * created after init. Every step is asserted. */
 
 #define TS_MAX_ENDPOINTS 4
+#define TS_MAX_CHIPS 4
 #define TS_MAX_BUFFERS 4
 #define TS_MAX_SUBS 8
 
@@ -102,9 +103,11 @@ typedef struct ts_sub {
 } ts_sub;
 
 typedef struct ts_worker_opts {
-    strata_worker_config cfg;       /* strata_worker_config_init's defaults */
-    int endpoints;                  /* scriptable next-level endpoints, worker ids 0..endpoints-1 */
-    int manual_endpoints;           /* 1: they hold each task until st_test_ep_finish */
+    strata_worker_config cfg; /* strata_worker_config_init's defaults */
+    int endpoints;            /* scriptable next-level endpoints, worker ids 0..endpoints-1 */
+    int manual_endpoints;     /* 1: they hold each task until st_test_ep_finish */
+    int chips; /* sim chips (device 0.., the test kernel module), added after the endpoints */
+    const struct strata_sim_injection *chip_sim[TS_MAX_CHIPS]; /* their knobs (NULL: none) */
     size_t buffers[TS_MAX_BUFFERS]; /* bytes of each host buffer (0 ends the list) */
     ts_sub subs[TS_MAX_SUBS];       /* registered after the standard callables */
     /* Called between create and init, e.g. for a hook the sub workers read
@@ -117,6 +120,7 @@ typedef struct ts_worker {
     strata_worker *w;
     st_test_ep *ep[TS_MAX_ENDPOINTS];
     int ep_id[TS_MAX_ENDPOINTS];
+    int chip_id[TS_MAX_CHIPS]; /* next-level worker ids of the chips */
     strata_buffer *buf[TS_MAX_BUFFERS];
     /* The standard callables, registered on every fixture worker: */
     strata_callable nl;    /* "nl": next-level, no function (a test endpoint just completes it) */
@@ -130,7 +134,8 @@ typedef struct ts_worker {
     _Atomic int gate_timeouts;
 } ts_worker;
 
-/* The defaults: strata_worker_config_init, no endpoint, no buffer, no sub of the test's. */
+/* The defaults: strata_worker_config_init, no endpoint, no chip, no buffer,
+ * no sub of the test's. */
 void ts_worker_opts_init(ts_worker_opts *o);
 
 /* Open the worker described by o into t. t must stay where it is until
