@@ -37,19 +37,6 @@ struct fixture {
     ts_probes pr;
 };
 
-/* ---- task bodies ---------------------------------------------------------- */
-
-/* For registrations only: never submitted. */
-static int noop_fn(const strata_task_args *a, void *user) {
-    (void)a, (void)user;
-    return 0;
-}
-
-static void sleep_us(long us) {
-    struct timespec ts = {us / 1000000, (us % 1000000) * 1000};
-    nanosleep(&ts, NULL);
-}
-
 /* ---- fixture ---------------------------------------------------------------- */
 
 static fixture *make_with(uint32_t subs, int nnext) {
@@ -122,40 +109,6 @@ static int orch_empty(strata_orch *o, void *arg) {
 }
 
 /* ==== NULL arguments ======================================================== */
-
-static void null_config_and_out_on_create_are_einval(void **state) {
-    (void)state;
-    strata_worker_config_init(NULL); /* documented no-op: must not crash */
-    strata_worker_config cfg;
-    strata_worker_config_init(&cfg);
-    strata_worker *w = (strata_worker *)&cfg;
-    assert_fails(STRATA_EINVAL, "NULL", strata_worker_create(NULL, &w));
-    assert_fails(STRATA_EINVAL, "NULL", strata_worker_create(&cfg, NULL));
-}
-
-static void null_worker_on_lifecycle_calls_is_einval(void **state) {
-    (void)state;
-    assert_fails(STRATA_EINVAL, "NULL", strata_worker_init(NULL));
-    assert_fails(STRATA_EINVAL, "NULL", strata_worker_close(NULL));
-    strata_worker_destroy(NULL); /* documented no-op */
-    assert_int_equal(strata_worker_next_level_count(NULL), 0);
-}
-
-static void null_arguments_to_register_sub_are_einval(void **state) {
-    (void)state;
-    fixture *f = make();
-    strata_callable c = 123;
-    assert_fails(STRATA_EINVAL, "NULL", strata_worker_register_sub(NULL, "x", noop_fn, NULL, &c));
-    assert_fails(STRATA_EINVAL, "NULL",
-                 strata_worker_register_sub(f->t.w, NULL, noop_fn, NULL, &c));
-    assert_fails(STRATA_EINVAL, "NULL",
-                 strata_worker_register_sub(f->t.w, "x", noop_fn, NULL, NULL));
-    assert_fails(STRATA_EINVAL, "NULL", strata_worker_register_sub(f->t.w, "x", NULL, NULL, &c));
-    assert_int_equal(c, 123); /* nothing written on failure */
-    /* and "x" was never registered by any of them */
-    assert_ok(strata_worker_register_sub(f->t.w, "x", noop_fn, f, &c));
-    destroy(f);
-}
 
 static void null_arguments_to_run_calls_are_einval(void **state) {
     (void)state;
@@ -242,114 +195,6 @@ static void null_arguments_inside_orchestration_are_einval(void **state) {
 
 /* ==== lifecycle =============================================================== */
 
-static void submit_before_init_is_estate(void **state) {
-    (void)state;
-    strata_worker_config cfg;
-    strata_worker_config_init(&cfg);
-    strata_worker *w;
-    assert_ok(strata_worker_create(&cfg, &w));
-    strata_run *h = (strata_run *)&cfg;
-    assert_fails(STRATA_ESTATE, "strata_worker_init",
-                 strata_worker_submit(w, orch_empty, NULL, &h));
-    assert_null(h);
-    assert_fails(STRATA_ESTATE, "strata_worker_init", strata_worker_run(w, orch_empty, NULL));
-    strata_worker_destroy(w); /* never initialised: must not hang or leak */
-}
-
-static void init_twice_is_estate(void **state) {
-    (void)state;
-    fixture *f = make();
-    assert_fails(STRATA_ESTATE, "already initialised", strata_worker_init(f->t.w));
-    assert_ok(strata_worker_run(f->t.w, orch_noop_task, f)); /* still works */
-    destroy(f);
-}
-
-static void init_after_close_is_estate(void **state) {
-    (void)state;
-    fixture *f = make();
-    assert_ok(strata_worker_close(f->t.w));
-    assert_fails(STRATA_ESTATE, "closed", strata_worker_init(f->t.w));
-    destroy(f);
-}
-
-static void close_is_idempotent(void **state) {
-    (void)state;
-    fixture *f = make();
-    assert_ok(strata_worker_close(f->t.w));
-    assert_ok(strata_worker_close(f->t.w));
-    destroy(f);
-}
-
-static void close_of_never_initialised_worker_with_endpoints_is_clean(void **state) {
-    (void)state;
-    strata_worker_config cfg;
-    strata_worker_config_init(&cfg);
-    strata_worker *w;
-    assert_ok(strata_worker_create(&cfg, &w));
-    st_test_ep *ep;
-    int id;
-    st_test_ep_config ec = {0};
-    assert_ok(st_test_ep_add(w, &ec, &id, &ep));
-    assert_ok(strata_worker_close(w));
-    strata_worker_destroy(w);
-}
-
-static void submit_after_close_is_eclosed(void **state) {
-    (void)state;
-    fixture *f = make();
-    assert_ok(strata_worker_run(f->t.w, orch_noop_task, f));
-    assert_ok(strata_worker_close(f->t.w));
-    strata_run *h = (strata_run *)f;
-    assert_fails(STRATA_ECLOSED, "closed", strata_worker_submit(f->t.w, orch_noop_task, f, &h));
-    assert_null(h);
-    assert_fails(STRATA_ECLOSED, "closed", strata_worker_run(f->t.w, orch_noop_task, f));
-    assert_int_equal(atomic_load(&f->t.counter), 1);
-    destroy(f);
-}
-
-static void register_after_close_is_eclosed(void **state) {
-    (void)state;
-    fixture *f = make();
-    assert_ok(strata_worker_close(f->t.w));
-    strata_callable c;
-    assert_fails(STRATA_ECLOSED, "closed",
-                 strata_worker_register_sub(f->t.w, "late", noop_fn, f, &c));
-    assert_fails(STRATA_ECLOSED, "closed",
-                 st_register_next_level(f->t.w, "late_nl", NULL, NULL, NULL, &c));
-    destroy(f);
-}
-
-static void register_after_init_is_allowed(void **state) {
-    (void)state;
-    fixture *f = make();
-    strata_callable c;
-    assert_ok(strata_worker_register_sub(f->t.w, "after_init", noop_fn, f, &c));
-    assert_true(c >= 0);
-    destroy(f);
-}
-
-static void *open_gate_later(void *arg) {
-    fixture *f = arg;
-    sleep_us(20000);
-    ts_gate_open(&f->t);
-    return NULL;
-}
-
-static void close_waits_for_running_runs(void **state) {
-    (void)state;
-    fixture *f = make();
-    strata_run *h;
-    assert_ok(strata_worker_submit(f->t.w, orch_gated_task, f, &h));
-    pthread_t t;
-    assert_int_equal(pthread_create(&t, NULL, open_gate_later, f), 0);
-    assert_ok(strata_worker_close(f->t.w)); /* returns only once the gated run finished */
-    pthread_join(t, NULL);
-    assert_true(strata_run_done(h));
-    assert_ok(strata_run_status(h));
-    strata_run_release(h);
-    destroy(f);
-}
-
 static void expired_wait_leaves_unfinished_run_alone(void **state) {
     (void)state;
     fixture *f = make();
@@ -361,47 +206,6 @@ static void expired_wait_leaves_unfinished_run_alone(void **state) {
     ts_gate_open(&f->t);
     assert_ok(strata_run_wait(h, STRATA_WAIT_FOREVER));
     strata_run_release(h);
-    destroy(f);
-}
-
-typedef struct nested {
-    fixture *f;
-    int submit_rc, run_rc, close_rc;
-    char submit_msg[STRATA_ERRMSG_MAX], run_msg[STRATA_ERRMSG_MAX], close_msg[STRATA_ERRMSG_MAX];
-    strata_run *inner;
-} nested;
-
-static int orch_nested_calls(strata_orch *o, void *arg) {
-    nested *n = arg;
-    st_clear_error();
-    n->inner = (strata_run *)n;
-    n->submit_rc = strata_worker_submit(n->f->t.w, orch_noop_task, n->f, &n->inner);
-    snprintf(n->submit_msg, sizeof n->submit_msg, "%s", strata_error_message());
-    st_clear_error();
-    n->run_rc = strata_worker_run(n->f->t.w, orch_noop_task, n->f);
-    snprintf(n->run_msg, sizeof n->run_msg, "%s", strata_error_message());
-    st_clear_error();
-    n->close_rc = strata_worker_close(n->f->t.w);
-    snprintf(n->close_msg, sizeof n->close_msg, "%s", strata_error_message());
-    return orch_noop_task(o, n->f);
-}
-
-static void submit_and_close_inside_orchestration_are_estate(void **state) {
-    (void)state;
-    fixture *f = make();
-    nested n = {.f = f};
-    assert_ok(strata_worker_run(f->t.w, orch_nested_calls, &n)); /* no deadlock */
-    assert_int_equal(n.submit_rc, STRATA_ESTATE);
-    assert_non_null(strcasestr(n.submit_msg, "inside an orchestration function"));
-    assert_null(n.inner);
-    assert_int_equal(n.run_rc, STRATA_ESTATE);
-    assert_non_null(strcasestr(n.run_msg, "inside an orchestration function"));
-    assert_int_equal(n.close_rc, STRATA_ESTATE);
-    assert_non_null(strcasestr(n.close_msg, "inside an orchestration function"));
-    /* only the outer run's own task ran, and the worker is not closed */
-    assert_int_equal(atomic_load(&f->t.counter), 1);
-    assert_ok(strata_worker_run(f->t.w, orch_noop_task, f));
-    assert_int_equal(atomic_load(&f->t.counter), 2);
     destroy(f);
 }
 
@@ -1106,163 +910,12 @@ static void overlap_is_decided_on_buffer_identity(void **state) {
     destroy(f);
 }
 
-/* ==== configuration ============================================================ */
-
-/* strata_worker_create(cfg) fails with EINVAL naming `field` and writes NULL. */
-#define assert_config_rejected(cfg, field)                                                         \
-    do {                                                                                           \
-        strata_worker *cr_w = (strata_worker *)&(cfg);                                             \
-        assert_fails(STRATA_EINVAL, field, strata_worker_create(&(cfg), &cr_w));                   \
-        assert_null(cr_w);                                                                         \
-    } while (0)
-
-static void config_task_window_must_be_a_power_of_two(void **state) {
-    (void)state;
-    strata_worker_config cfg;
-    uint32_t bad[] = {0, 1, 3, 6, 4095, 4097, 1u << 25, UINT32_MAX};
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        strata_worker_config_init(&cfg);
-        cfg.task_window = bad[i];
-        assert_config_rejected(cfg, "task_window");
-    }
-    strata_worker_config_init(&cfg);
-    cfg.task_window = 2;
-    strata_worker *w;
-    assert_ok(strata_worker_create(&cfg, &w));
-    strata_worker_destroy(w);
-}
-
-static void config_pipeline_depth_must_be_1_or_2(void **state) {
-    (void)state;
-    strata_worker_config cfg;
-    uint32_t bad[] = {0, 3, 100};
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        strata_worker_config_init(&cfg);
-        cfg.pipeline_depth = bad[i];
-        assert_config_rejected(cfg, "pipeline_depth");
-    }
-    for (uint32_t d = 1; d <= 2; d++) {
-        strata_worker_config_init(&cfg);
-        cfg.pipeline_depth = d;
-        strata_worker *w;
-        assert_ok(strata_worker_create(&cfg, &w));
-        strata_worker_destroy(w);
-    }
-}
-
-static void config_heap_ring_bytes_must_be_a_multiple_of_1024(void **state) {
-    (void)state;
-    strata_worker_config cfg;
-    uint64_t bad[] = {1, 1000, 1025, (64ull << 20) + 512};
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        strata_worker_config_init(&cfg);
-        cfg.heap_ring_bytes = bad[i];
-        assert_config_rejected(cfg, "heap_ring_bytes");
-    }
-    uint64_t good[] = {0, 1024, 64 * 1024};
-    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
-        strata_worker_config_init(&cfg);
-        cfg.heap_ring_bytes = good[i];
-        strata_worker *w;
-        assert_ok(strata_worker_create(&cfg, &w));
-        strata_worker_destroy(w);
-    }
-}
-
-static void config_process_sub_mode_is_not_available(void **state) {
-    (void)state;
-    strata_worker_config cfg;
-    strata_worker_config_init(&cfg);
-    cfg.sub_mode = STRATA_HOST_PROCESS;
-    assert_config_rejected(cfg, "sub_mode");
-    strata_worker_config_init(&cfg);
-    cfg.sub_mode = (strata_host_mode)7;
-    assert_config_rejected(cfg, "sub_mode");
-}
-
-static void config_other_limits_are_checked(void **state) {
-    (void)state;
-    strata_worker_config cfg;
-    strata_worker_config_init(&cfg);
-    cfg.sub_workers = STRATA_MAX_SUB_WORKERS + 1;
-    assert_config_rejected(cfg, "sub_workers");
-    strata_worker_config_init(&cfg);
-    cfg.capacity_timeout_ns = 0;
-    assert_config_rejected(cfg, "capacity_timeout_ns");
-    strata_worker_config_init(&cfg);
-    cfg.spin_ns = UINT32_MAX;
-    assert_config_rejected(cfg, "spin_ns");
-}
-
-static void config_defaults_are_documented_values(void **state) {
-    (void)state;
-    strata_worker_config cfg;
-    memset(&cfg, 0xab, sizeof cfg);
-    strata_worker_config_init(&cfg);
-    assert_int_equal(cfg.level, 3);
-    assert_int_equal(cfg.sub_workers, 2);
-    assert_int_equal(cfg.sub_mode, STRATA_HOST_THREAD);
-    assert_int_equal(cfg.task_window, 4096);
-    assert_int_equal(cfg.pipeline_depth, 2);
-    assert_int_equal(cfg.heap_ring_bytes, 64ull << 20);
-    assert_int_equal(cfg.capacity_timeout_ns, 10 * SEC);
-    assert_int_equal(cfg.spin_ns, 20000);
-}
-
-/* ==== callable names ============================================================= */
-
-static void duplicate_callable_name_is_einval(void **state) {
-    (void)state;
-    fixture *f = make();
-    strata_callable c = 77;
-    assert_fails(STRATA_EINVAL, "already registered",
-                 strata_worker_register_sub(f->t.w, "noop", noop_fn, f, &c));
-    assert_int_equal(c, 77);
-    /* names are unique across kinds */
-    assert_fails(STRATA_EINVAL, "already registered",
-                 st_register_next_level(f->t.w, "noop", NULL, NULL, NULL, &c));
-    assert_fails(STRATA_EINVAL, "already registered",
-                 strata_worker_register_sub(f->t.w, "nl", noop_fn, f, &c));
-    /* the original still works */
-    assert_ok(strata_worker_run(f->t.w, orch_noop_task, f));
-    assert_int_equal(atomic_load(&f->t.counter), 1);
-    destroy(f);
-}
-
-static void empty_or_overlong_callable_name_is_einval(void **state) {
-    (void)state;
-    fixture *f = make();
-    strata_callable c;
-    assert_fails(STRATA_EINVAL, "name", strata_worker_register_sub(f->t.w, "", noop_fn, f, &c));
-    char longname[65];
-    memset(longname, 'a', 64);
-    longname[64] = '\0';
-    assert_fails(STRATA_EINVAL, "name",
-                 strata_worker_register_sub(f->t.w, longname, noop_fn, f, &c));
-    longname[63] = '\0'; /* 63 characters: the longest allowed */
-    assert_ok(strata_worker_register_sub(f->t.w, longname, noop_fn, f, &c));
-    destroy(f);
-}
-
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(null_config_and_out_on_create_are_einval),
-        cmocka_unit_test(null_worker_on_lifecycle_calls_is_einval),
-        cmocka_unit_test(null_arguments_to_register_sub_are_einval),
         cmocka_unit_test(null_arguments_to_run_calls_are_einval),
         cmocka_unit_test(null_arguments_to_tensor_calls_are_einval),
         cmocka_unit_test(null_arguments_inside_orchestration_are_einval),
-        cmocka_unit_test(submit_before_init_is_estate),
-        cmocka_unit_test(init_twice_is_estate),
-        cmocka_unit_test(init_after_close_is_estate),
-        cmocka_unit_test(close_is_idempotent),
-        cmocka_unit_test(close_of_never_initialised_worker_with_endpoints_is_clean),
-        cmocka_unit_test(submit_after_close_is_eclosed),
-        cmocka_unit_test(register_after_close_is_eclosed),
-        cmocka_unit_test(register_after_init_is_allowed),
-        cmocka_unit_test(close_waits_for_running_runs),
         cmocka_unit_test(expired_wait_leaves_unfinished_run_alone),
-        cmocka_unit_test(submit_and_close_inside_orchestration_are_estate),
         cmocka_unit_test(orch_pointer_used_after_function_returned_is_estate),
         cmocka_unit_test(submit_from_another_thread_during_orchestration_is_estate),
         cmocka_unit_test(unknown_callable_id_is_einval),
@@ -1289,14 +942,6 @@ int main(void) {
         cmocka_unit_test(group_members_overlapping_where_one_writes_are_einval),
         cmocka_unit_test(non_conflicting_args_of_one_task_are_accepted),
         cmocka_unit_test(overlap_is_decided_on_buffer_identity),
-        cmocka_unit_test(config_task_window_must_be_a_power_of_two),
-        cmocka_unit_test(config_pipeline_depth_must_be_1_or_2),
-        cmocka_unit_test(config_heap_ring_bytes_must_be_a_multiple_of_1024),
-        cmocka_unit_test(config_process_sub_mode_is_not_available),
-        cmocka_unit_test(config_other_limits_are_checked),
-        cmocka_unit_test(config_defaults_are_documented_values),
-        cmocka_unit_test(duplicate_callable_name_is_einval),
-        cmocka_unit_test(empty_or_overlong_callable_name_is_einval),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
