@@ -60,7 +60,7 @@ void ts_assert_probe(const ts_probes *ps, int i, int status, const char *needle,
 
 /* ---- the standard task bodies ------------------------------------------------- */
 
-static int noop_fn(const strata_task_args *a, void *user) {
+int ts_noop_sub(const strata_task_args *a, void *user) {
     (void)a, (void)user;
     return 0;
 }
@@ -102,7 +102,7 @@ void ts_worker_opts_init(ts_worker_opts *o) {
 
 static void register_standard_callables(ts_worker *t) {
     assert_ok(st_register_next_level(t->w, "nl", NULL, NULL, NULL, &t->nl));
-    assert_ok(strata_worker_register_sub(t->w, "noop", noop_fn, t, &t->noop));
+    assert_ok(strata_worker_register_sub(t->w, "noop", ts_noop_sub, t, &t->noop));
     assert_ok(strata_worker_register_sub(t->w, "count", count_fn, t, &t->count));
     assert_ok(strata_worker_register_sub(t->w, "fail", fail_fn, t, &t->fail));
     assert_ok(strata_worker_register_sub(t->w, "gate", gate_fn, t, &t->gate));

@@ -135,6 +135,9 @@ typedef struct ts_worker {
     _Atomic int gate_timeouts;
 } ts_worker;
 
+/* The "noop" body: returns 0 (for registrations of the test's own). */
+int ts_noop_sub(const strata_task_args *a, void *user);
+
 /* The defaults: strata_worker_config_init, no endpoint, no chip, no buffer,
  * no sub of the test's. */
 void ts_worker_opts_init(ts_worker_opts *o);

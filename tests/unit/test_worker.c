@@ -46,12 +46,6 @@ static void destroy(fixture *f) {
     free(f);
 }
 
-/* For registrations only: never submitted. */
-static int noop_fn(const strata_task_args *a, void *user) {
-    (void)a, (void)user;
-    return 0;
-}
-
 static void sleep_us(long us) {
     struct timespec ts = {us / 1000000, (us % 1000000) * 1000};
     nanosleep(&ts, NULL);
@@ -361,15 +355,16 @@ static void null_arguments_to_register_sub_are_einval(void **state) {
     (void)state;
     fixture *f = make();
     strata_callable c = 123;
-    assert_fails(STRATA_EINVAL, "NULL", strata_worker_register_sub(NULL, "x", noop_fn, NULL, &c));
     assert_fails(STRATA_EINVAL, "NULL",
-                 strata_worker_register_sub(f->t.w, NULL, noop_fn, NULL, &c));
+                 strata_worker_register_sub(NULL, "x", ts_noop_sub, NULL, &c));
     assert_fails(STRATA_EINVAL, "NULL",
-                 strata_worker_register_sub(f->t.w, "x", noop_fn, NULL, NULL));
+                 strata_worker_register_sub(f->t.w, NULL, ts_noop_sub, NULL, &c));
+    assert_fails(STRATA_EINVAL, "NULL",
+                 strata_worker_register_sub(f->t.w, "x", ts_noop_sub, NULL, NULL));
     assert_fails(STRATA_EINVAL, "NULL", strata_worker_register_sub(f->t.w, "x", NULL, NULL, &c));
     assert_int_equal(c, 123); /* nothing written on failure */
     /* and "x" was never registered by any of them */
-    assert_ok(strata_worker_register_sub(f->t.w, "x", noop_fn, f, &c));
+    assert_ok(strata_worker_register_sub(f->t.w, "x", ts_noop_sub, f, &c));
     destroy(f);
 }
 
@@ -453,7 +448,7 @@ static void register_after_close_is_eclosed(void **state) {
     assert_ok(strata_worker_close(f->t.w));
     strata_callable c;
     assert_fails(STRATA_ECLOSED, "closed",
-                 strata_worker_register_sub(f->t.w, "late", noop_fn, f, &c));
+                 strata_worker_register_sub(f->t.w, "late", ts_noop_sub, f, &c));
     assert_fails(STRATA_ECLOSED, "closed",
                  st_register_next_level(f->t.w, "late_nl", NULL, NULL, NULL, &c));
     destroy(f);
@@ -464,7 +459,7 @@ static void register_after_init_is_allowed(void **state) {
     (void)state;
     fixture *f = make();
     strata_callable c;
-    assert_ok(strata_worker_register_sub(f->t.w, "after_init", noop_fn, f, &c));
+    assert_ok(strata_worker_register_sub(f->t.w, "after_init", ts_noop_sub, f, &c));
     assert_true(c >= 0);
     destroy(f);
 }
@@ -561,13 +556,13 @@ static void duplicate_callable_name_is_einval(void **state) {
     fixture *f = make();
     strata_callable c = 77;
     assert_fails(STRATA_EINVAL, "already registered",
-                 strata_worker_register_sub(f->t.w, "noop", noop_fn, f, &c));
+                 strata_worker_register_sub(f->t.w, "noop", ts_noop_sub, f, &c));
     assert_int_equal(c, 77);
     /* names are unique across kinds */
     assert_fails(STRATA_EINVAL, "already registered",
                  st_register_next_level(f->t.w, "noop", NULL, NULL, NULL, &c));
     assert_fails(STRATA_EINVAL, "already registered",
-                 strata_worker_register_sub(f->t.w, "nl", noop_fn, f, &c));
+                 strata_worker_register_sub(f->t.w, "nl", ts_noop_sub, f, &c));
     /* the original still works */
     assert_ok(strata_worker_run(f->t.w, orch_noop_task, f));
     assert_int_equal(atomic_load(&f->t.counter), 1);
@@ -579,14 +574,14 @@ static void empty_or_overlong_callable_name_is_einval(void **state) {
     (void)state;
     fixture *f = make();
     strata_callable c;
-    assert_fails(STRATA_EINVAL, "name", strata_worker_register_sub(f->t.w, "", noop_fn, f, &c));
+    assert_fails(STRATA_EINVAL, "name", strata_worker_register_sub(f->t.w, "", ts_noop_sub, f, &c));
     char longname[65];
     memset(longname, 'a', 64);
     longname[64] = '\0';
     assert_fails(STRATA_EINVAL, "name",
-                 strata_worker_register_sub(f->t.w, longname, noop_fn, f, &c));
+                 strata_worker_register_sub(f->t.w, longname, ts_noop_sub, f, &c));
     longname[63] = '\0'; /* 63 characters: the longest allowed */
-    assert_ok(strata_worker_register_sub(f->t.w, longname, noop_fn, f, &c));
+    assert_ok(strata_worker_register_sub(f->t.w, longname, ts_noop_sub, f, &c));
     destroy(f);
 }
 
@@ -597,13 +592,13 @@ static void callable_ids_count_up_from_zero(void **state) {
     strata_worker *w;
     assert_ok(strata_worker_create(&cfg, &w));
     strata_callable c = -1;
-    assert_ok(strata_worker_register_sub(w, "first", noop_fn, NULL, &c));
+    assert_ok(strata_worker_register_sub(w, "first", ts_noop_sub, NULL, &c));
     assert_int_equal(c, 0);
     assert_ok(st_register_next_level(w, "second", NULL, NULL, NULL, &c));
     assert_int_equal(c, 1);
-    assert_status(STRATA_EINVAL, strata_worker_register_sub(w, "first", noop_fn, NULL, &c));
+    assert_status(STRATA_EINVAL, strata_worker_register_sub(w, "first", ts_noop_sub, NULL, &c));
     assert_int_equal(c, 1);
-    assert_ok(strata_worker_register_sub(w, "third", noop_fn, NULL, &c)); /* no id was spent */
+    assert_ok(strata_worker_register_sub(w, "third", ts_noop_sub, NULL, &c)); /* no id was spent */
     assert_int_equal(c, 2);
     strata_worker_destroy(w);
 }
@@ -618,12 +613,12 @@ static void the_callable_table_holds_1024(void **state) {
     strata_callable c = -1;
     for (int i = 0; i < DOCUMENTED_MAX_CALLABLES; i++) {
         snprintf(name, sizeof name, "c%d", i);
-        assert_ok(strata_worker_register_sub(w, name, noop_fn, NULL, &c));
+        assert_ok(strata_worker_register_sub(w, name, ts_noop_sub, NULL, &c));
     }
     assert_int_equal(c, DOCUMENTED_MAX_CALLABLES - 1);
     c = -1;
     assert_fails(STRATA_ECAPACITY, "1024 callables",
-                 strata_worker_register_sub(w, "one_more", noop_fn, NULL, &c));
+                 strata_worker_register_sub(w, "one_more", ts_noop_sub, NULL, &c));
     assert_int_equal(c, -1);
     assert_fails(STRATA_ECAPACITY, "1024 callables",
                  st_register_next_level(w, "nl_more", NULL, NULL, NULL, &c));
