@@ -56,7 +56,7 @@ uint64_t ts_rand(uint64_t *state);
  * the run is over. Recording past TS_MAX_PROBES is dropped; assert_probe
  * fails on a probe that was not recorded. */
 
-#define TS_MAX_PROBES 64
+#define TS_MAX_PROBES 96
 
 typedef struct ts_probe {
     int rc;
