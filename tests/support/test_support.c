@@ -1,5 +1,21 @@
-/* tests/support/test_support.c - helpers shared by the cmocka tests. */
+/* tests/support/test_support.c - helpers shared by the cmocka tests: message
+ * and probe assertions, random numbers, and the worker fixture.
+ *
+ * Owns: the standard task bodies of the fixture ("noop", "count", "fail",
+ * "gate") and the order a fixture worker is built and torn down in.
+ * Must never: assert from a task body (they run on sub worker threads:
+ * they count and report instead), or leave a worker behind.
+ */
 #include "test_support.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/endpoint.h"
+#include "strata/sim.h"
+#include "test_endpoint.h"
+#include "util/clock.h"
 
 uint64_t ts_rand(uint64_t *state) {
     uint64_t x = *state ? *state : 0x9e3779b97f4a7c15ull;
@@ -8,4 +24,140 @@ uint64_t ts_rand(uint64_t *state) {
     x ^= x >> 27;
     *state = x;
     return x * 0x2545f4914f6cdd1dull;
+}
+
+void ts_assert_mentions(const char *msg, const char *needle) {
+    if (!msg || !msg[0])
+        fail_msg("the message is empty; expected one about '%s'", needle);
+    if (!strcasestr(msg, needle))
+        fail_msg("message '%s' does not mention '%s'", msg, needle);
+}
+
+/* ---- probes ------------------------------------------------------------------ */
+
+void ts_probe_record(ts_probes *ps, int rc) {
+    if (ps->n >= TS_MAX_PROBES)
+        return; /* asserted afterwards: a test reads only what it recorded */
+    ts_probe *p = &ps->p[ps->n++];
+    p->rc = rc;
+    snprintf(p->msg, sizeof p->msg, "%s", rc != STRATA_OK ? strata_error_message() : "");
+}
+
+void ts_assert_probe(const ts_probes *ps, int i, int status, const char *needle, const char *what) {
+    if (i < 0 || i >= ps->n)
+        fail_msg("probe %s (%d) was not recorded (%d probes)", what, i, ps->n);
+    const ts_probe *p = &ps->p[i];
+    if (p->rc != status)
+        fail_msg("probe %s (%d) returned %s (%d), expected %s: %s", what, i,
+                 strata_status_name(p->rc), p->rc, strata_status_name(status), p->msg);
+    if (status == STRATA_OK)
+        return;
+    if (!p->msg[0])
+        fail_msg("probe %s (%d): empty message", what, i);
+    if (!strcasestr(p->msg, needle))
+        fail_msg("probe %s (%d): message '%s' does not mention '%s'", what, i, p->msg, needle);
+}
+
+/* ---- the standard task bodies ------------------------------------------------- */
+
+int ts_noop_sub(const strata_task_args *a, void *user) {
+    (void)a, (void)user;
+    return 0;
+}
+
+static int count_fn(const strata_task_args *a, void *user) {
+    (void)a;
+    atomic_fetch_add(&((ts_worker *)user)->counter, 1);
+    return 0;
+}
+
+static int fail_fn(const strata_task_args *a, void *user) {
+    (void)user;
+    strata_task_set_error("boom %llu", (unsigned long long)strata_args_scalar(a, 0));
+    return 7;
+}
+
+/* Bounded, so a test that forgets to open the gate fails instead of hanging. */
+static int gate_fn(const strata_task_args *a, void *user) {
+    (void)a;
+    ts_worker *t = user;
+    uint64_t deadline = st_deadline_after(10 * TS_SEC);
+    while (!atomic_load(&t->gate_open)) {
+        if (st_now_ns() >= deadline) {
+            atomic_fetch_add(&t->gate_timeouts, 1);
+            strata_task_set_error("the test never opened the gate");
+            return 1;
+        }
+        nanosleep(&(struct timespec){0, 100000}, NULL);
+    }
+    return 0;
+}
+
+/* ---- the worker fixture ---------------------------------------------------------- */
+
+void ts_worker_opts_init(ts_worker_opts *o) {
+    memset(o, 0, sizeof *o);
+    strata_worker_config_init(&o->cfg);
+}
+
+static void register_standard_callables(ts_worker *t) {
+    assert_ok(st_register_next_level(t->w, "nl", NULL, NULL, NULL, &t->nl));
+    assert_ok(strata_worker_register_sub(t->w, "noop", ts_noop_sub, t, &t->noop));
+    assert_ok(strata_worker_register_sub(t->w, "count", count_fn, t, &t->count));
+    assert_ok(strata_worker_register_sub(t->w, "fail", fail_fn, t, &t->fail));
+    assert_ok(strata_worker_register_sub(t->w, "gate", gate_fn, t, &t->gate));
+}
+
+static void add_sim_chip(ts_worker *t, int i, const strata_sim_injection *inj) {
+    strata_chip_config cc;
+    strata_chip_config_init(&cc);
+    cc.device_id = i;
+    cc.kernel_module = STRATA_SIM_TEST_KERNELS_PATH;
+    cc.sim = inj; /* copied when the chip opens */
+    assert_ok(strata_worker_add_chip(t->w, &cc, &t->chip_id[i]));
+}
+
+void ts_worker_open(ts_worker *t, const ts_worker_opts *o) {
+    assert_true(o->endpoints >= 0 && o->endpoints <= TS_MAX_ENDPOINTS);
+    assert_true(o->chips >= 0 && o->chips <= TS_MAX_CHIPS);
+    memset(t, 0, sizeof *t);
+    assert_ok(strata_worker_create(&o->cfg, &t->w));
+    for (int i = 0; i < o->endpoints; i++) {
+        st_test_ep_config ec = {.manual = o->manual_endpoints};
+        assert_ok(st_test_ep_add(t->w, &ec, &t->ep_id[i], &t->ep[i]));
+        assert_int_equal(t->ep_id[i], i);
+    }
+    for (int i = 0; i < o->chips; i++)
+        add_sim_chip(t, i, o->chip_sim[i]);
+    register_standard_callables(t);
+    for (int i = 0; i < TS_MAX_SUBS && o->subs[i].name; i++)
+        assert_ok(strata_worker_register_sub(t->w, o->subs[i].name, o->subs[i].fn, o->subs[i].user,
+                                             o->subs[i].out));
+    if (o->before_init)
+        o->before_init(t->w, o->before_init_ctx);
+    assert_ok(strata_worker_init(t->w));
+    for (int i = 0; i < TS_MAX_BUFFERS && o->buffers[i]; i++)
+        assert_ok(strata_buffer_create(t->w, o->buffers[i], &t->buf[i]));
+}
+
+void ts_gate_open(ts_worker *t) {
+    atomic_store(&t->gate_open, 1);
+}
+
+void ts_worker_close(ts_worker *t) {
+    ts_gate_open(t); /* never leave a held task behind */
+    assert_ok(strata_worker_close(t->w));
+    strata_worker_destroy(t->w);
+    t->w = NULL;
+    for (int i = 0; i < TS_MAX_BUFFERS; i++) {
+        strata_buffer_destroy(t->buf[i]);
+        t->buf[i] = NULL;
+    }
+    assert_int_equal(atomic_load(&t->gate_timeouts), 0);
+}
+
+strata_tensor ts_i32(const strata_buffer *b, int64_t first, int64_t n, int64_t stride) {
+    strata_tensor t;
+    assert_ok(strata_tensor_view(b, (uint64_t)first * 4, STRATA_I32, 1, &n, &stride, &t));
+    return t;
 }

@@ -33,14 +33,14 @@
 #define MAX_TASKS 64
 #define ADMISSION_ROUNDS 200
 
+/* The fixture's worker (manual test endpoints for "nl", the counted "count"
+ * task, "gate" tasks that wait until ts_gate_open, a 4 KiB buffer) and what
+ * the tests observe. The last task of a run that a concurrent close waits for
+ * is a gate task: opening the gate touches only the fixture, never an
+ * endpoint that close is about to free. */
 typedef struct cfx {
-    strata_worker *w;
-    st_test_ep *ep[2];
-    strata_callable nl, count, args_check, gate;
-    _Atomic int counter;
-    _Atomic int gate_open; /* gate tasks wait (bounded) until it opens */
-    _Atomic int gate_timeouts;
-    strata_buffer *buf;
+    ts_worker t;
+    strata_callable args_check;
     uint64_t refs[MAX_TASKS]; /* submitted tasks in order (ST_HOOK_AFTER_WIRING), lock held */
     int nrefs;
     int orch_rc; /* first failing call inside an orchestration function */
@@ -55,29 +55,6 @@ typedef struct cfx {
 static void sleep_us(long us) {
     struct timespec ts = {us / 1000000, (us % 1000000) * 1000};
     nanosleep(&ts, NULL);
-}
-
-static int count_fn(const strata_task_args *a, void *u) {
-    (void)a;
-    atomic_fetch_add((_Atomic int *)u, 1);
-    return 0;
-}
-
-/* Waits until the test opens the gate. The last task of a run that a
- * concurrent close waits for is a gate task: opening the gate touches only
- * the fixture, never an endpoint that close is about to free. */
-static int gate_fn(const strata_task_args *a, void *u) {
-    (void)a;
-    cfx *f = u;
-    uint64_t deadline = st_deadline_after(10 * SEC);
-    while (!atomic_load(&f->gate_open)) {
-        if (st_now_ns() >= deadline) {
-            atomic_fetch_add(&f->gate_timeouts, 1);
-            return 1;
-        }
-        sleep_us(100);
-    }
-    return 0;
 }
 
 /* Checks every argument of a task carrying the most tensors and scalars. */
@@ -115,20 +92,15 @@ static void capture_ref(strata_worker *w, st_hook_point at, uint64_t ref, void *
 static cfx *make_cfg(const strata_worker_config *cfg, int neps) {
     cfx *f = calloc(1, sizeof *f);
     assert_non_null(f);
-    assert_ok(strata_worker_create(cfg, &f->w));
-    for (int i = 0; i < neps; i++) {
-        st_test_ep_config ec = {.manual = 1};
-        int id;
-        assert_ok(st_test_ep_add(f->w, &ec, &id, &f->ep[i]));
-        assert_int_equal(id, i);
-    }
-    assert_ok(st_register_next_level(f->w, "nl", NULL, NULL, NULL, &f->nl));
-    assert_ok(strata_worker_register_sub(f->w, "count", count_fn, &f->counter, &f->count));
-    assert_ok(strata_worker_register_sub(f->w, "args_check", args_check_fn, NULL, &f->args_check));
-    assert_ok(strata_worker_register_sub(f->w, "gate", gate_fn, f, &f->gate));
-    assert_ok(strata_worker_init(f->w));
-    st_worker_set_hook(f->w, ST_HOOK_AFTER_WIRING, capture_ref, f);
-    assert_ok(strata_buffer_create(f->w, 4096, &f->buf));
+    ts_worker_opts o;
+    ts_worker_opts_init(&o);
+    o.cfg = *cfg;
+    o.endpoints = neps;
+    o.manual_endpoints = 1;
+    o.buffers[0] = 4096;
+    o.subs[0] = (ts_sub){"args_check", args_check_fn, NULL, &f->args_check};
+    ts_worker_open(&f->t, &o);
+    st_worker_set_hook(f->t.w, ST_HOOK_AFTER_WIRING, capture_ref, f);
     return f;
 }
 
@@ -141,17 +113,14 @@ static cfx *make(uint32_t depth, int neps, uint32_t nsubs) {
 }
 
 static void destroy(cfx *f) {
-    atomic_store(&f->gate_open, 1);
-    strata_worker_destroy(f->w);
-    strata_buffer_destroy(f->buf);
-    assert_int_equal(atomic_load(&f->gate_timeouts), 0);
+    ts_worker_close(&f->t);
     free(f);
 }
 
 /* ---- observing ---------------------------------------------------------------- */
 
 static void finish(cfx *f, int e) {
-    if (st_test_ep_finish(f->ep[e], STRATA_OK, "", HANG) != 0)
+    if (st_test_ep_finish(f->t.ep[e], STRATA_OK, "", HANG) != 0)
         fail_msg("endpoint %d never received a task to finish", e);
 }
 
@@ -167,31 +136,31 @@ static uint32_t phase(strata_run *h) {
 }
 
 static st_task_state task_state(cfx *f, int k) {
-    st_engine_lock(f->w);
-    st_slot *s = k < f->nrefs ? st_slots_get(&f->w->slots, f->refs[k]) : NULL;
+    st_engine_lock(f->t.w);
+    st_slot *s = k < f->nrefs ? st_slots_get(&f->t.w->slots, f->refs[k]) : NULL;
     st_task_state st = s ? st_slot_state(s) : ST_CONSUMED;
-    st_engine_unlock(f->w);
+    st_engine_unlock(f->t.w);
     return st;
 }
 
 static uint32_t free_slots(cfx *f) {
-    st_engine_lock(f->w);
-    uint32_t n = f->w->slots.nfree;
-    st_engine_unlock(f->w);
+    st_engine_lock(f->t.w);
+    uint32_t n = f->t.w->slots.nfree;
+    st_engine_unlock(f->t.w);
     return n;
 }
 
 static uint64_t heap_used(cfx *f) {
-    st_engine_lock(f->w);
+    st_engine_lock(f->t.w);
     uint64_t used = 0;
     for (int r = 0; r < ST_HEAP_RINGS; r++)
-        used += st_heap_used(&f->w->heap, r);
-    st_engine_unlock(f->w);
+        used += st_heap_used(&f->t.w->heap, r);
+    st_engine_unlock(f->t.w);
     return used;
 }
 
 static void assert_engine_idle(cfx *f) {
-    assert_int_equal(free_slots(f), f->w->slots.capacity);
+    assert_int_equal(free_slots(f), f->t.w->slots.capacity);
     assert_int_equal(heap_used(f), 0);
 }
 
@@ -216,7 +185,7 @@ static void nl_task(strata_orch *o, cfx *f, int e, strata_tensor *t, strata_tag 
     strata_args_add_scalar(&a, strata_orch_run_id(o));
     if (t)
         strata_args_add_tensor(&a, t, how);
-    note(f, strata_orch_submit_next_level(o, f->nl, &a, NULL, e));
+    note(f, strata_orch_submit_next_level(o, f->t.nl, &a, NULL, e));
 }
 
 static void count_task(strata_orch *o, cfx *f, strata_tensor *t, strata_tag how) {
@@ -224,7 +193,7 @@ static void count_task(strata_orch *o, cfx *f, strata_tensor *t, strata_tag how)
     strata_args_init(&a);
     if (t)
         strata_args_add_tensor(&a, t, how);
-    note(f, strata_orch_submit_sub(o, f->count, &a));
+    note(f, strata_orch_submit_sub(o, f->t.count, &a));
 }
 
 static int orch_one_nl(strata_orch *o, void *arg) {
@@ -238,7 +207,7 @@ static int orch_gate(strata_orch *o, void *arg) {
     atomic_fetch_add(&f->orch_called, 1);
     strata_task_args a;
     strata_args_init(&a);
-    note(f, strata_orch_submit_sub(o, f->gate, &a));
+    note(f, strata_orch_submit_sub(o, f->t.gate, &a));
     return STRATA_OK;
 }
 
@@ -258,7 +227,7 @@ typedef struct submitter {
 
 static void *submit_in_thread(void *arg) {
     submitter *s = arg;
-    s->rc = strata_worker_submit(s->f->w, s->fn, s->f, &s->h);
+    s->rc = strata_worker_submit(s->f->t.w, s->fn, s->f, &s->h);
     atomic_store(&s->returned, 1);
     return NULL;
 }
@@ -274,7 +243,7 @@ static void depth_one_retirement_always_admits_the_blocked_submitter(void **stat
     uint64_t expected_id = 1;
     for (int round = 0; round < ADMISSION_ROUNDS; round++) {
         strata_run *h1;
-        assert_ok(strata_worker_submit(f->w, orch_one_nl, f, &h1));
+        assert_ok(strata_worker_submit(f->t.w, orch_one_nl, f, &h1));
         assert_int_equal(strata_run_id(h1), expected_id);
         submitter s = {.f = f, .fn = orch_one_nl};
         pthread_t t;
@@ -283,7 +252,7 @@ static void depth_one_retirement_always_admits_the_blocked_submitter(void **stat
             sched_yield();
         finish(f, 0); /* run 1 retires; the waiter must be admitted */
         assert_ok(strata_run_wait(h1, HANG));
-        if (st_test_ep_finish(f->ep[0], STRATA_OK, "", HANG) != 0)
+        if (st_test_ep_finish(f->t.ep[0], STRATA_OK, "", HANG) != 0)
             fail_msg("round %d: the waiting submitter was never admitted", round);
         pthread_join(t, NULL);
         assert_ok(s.rc);
@@ -313,23 +282,23 @@ static void a_successor_dispatches_nothing_until_it_is_the_head(void **state) {
     (void)state;
     cfx *f = make(2, 2, 1);
     strata_run *h1, *h2;
-    assert_ok(strata_worker_submit(f->w, orch_one_nl, f, &h1));
-    assert_ok(strata_worker_submit(f->w, orch_successor_work, f, &h2));
+    assert_ok(strata_worker_submit(f->t.w, orch_one_nl, f, &h1));
+    assert_ok(strata_worker_submit(f->t.w, orch_successor_work, f, &h2));
     assert_orch_ok(f);
     assert_int_equal(phase(h2), ST_RUN_PREPARED);
     assert_int_equal(task_state(f, 1), ST_READY); /* B: worker 1 is idle */
     assert_int_equal(task_state(f, 2), ST_READY); /* the sub task: sub worker idle */
     assert_int_equal(task_state(f, 3), ST_READY);
-    assert_int_equal(st_test_ep_count(f->ep[1]), 0);
-    assert_int_equal(atomic_load(&f->counter), 0);
+    assert_int_equal(st_test_ep_count(f->t.ep[1]), 0);
+    assert_int_equal(atomic_load(&f->t.counter), 0);
     finish(f, 0); /* run 1 retires: run 2 becomes the head */
     finish(f, 1);
     finish(f, 0);
     assert_ok(strata_run_wait(h2, HANG));
-    assert_int_equal(atomic_load(&f->counter), 1);
-    assert_int_equal(st_test_ep_record_at(f->ep[1], 0).run_id, 2);
+    assert_int_equal(atomic_load(&f->t.counter), 1);
+    assert_int_equal(st_test_ep_record_at(f->t.ep[1], 0).run_id, 2);
     uint64_t acts[4];
-    assert_int_equal(st_test_ep_activations(f->ep[1], acts, 4), 2);
+    assert_int_equal(st_test_ep_activations(f->t.ep[1], acts, 4), 2);
     assert_int_equal(acts[0], 1);
     assert_int_equal(acts[1], 2);
     strata_run_release(h1);
@@ -342,8 +311,8 @@ static void a_finished_successor_completes_only_after_the_head(void **state) {
     (void)state;
     cfx *f = make(2, 1, 1);
     strata_run *h1, *h2;
-    assert_ok(strata_worker_submit(f->w, orch_one_nl, f, &h1));
-    assert_ok(strata_worker_submit(f->w, orch_empty, f, &h2)); /* nothing left to do */
+    assert_ok(strata_worker_submit(f->t.w, orch_one_nl, f, &h1));
+    assert_ok(strata_worker_submit(f->t.w, orch_empty, f, &h2)); /* nothing left to do */
     assert_int_equal(phase(h2), ST_RUN_PREPARED);
     assert_false(strata_run_done(h2));
     assert_status(STRATA_ETIMEDOUT, strata_run_wait(h2, 1000000));
@@ -370,8 +339,8 @@ static void a_failing_successor_retires_at_once_and_returns_its_lease(void **sta
     (void)state;
     cfx *f = make(2, 1, 1);
     strata_run *h1, *h2;
-    assert_ok(strata_worker_submit(f->w, orch_one_nl, f, &h1));
-    assert_ok(strata_worker_submit(f->w, orch_successor_gives_up, f, &h2));
+    assert_ok(strata_worker_submit(f->t.w, orch_one_nl, f, &h1));
+    assert_ok(strata_worker_submit(f->t.w, orch_successor_gives_up, f, &h2));
     assert_true(strata_run_done(h2));
     assert_false(strata_run_done(h1));
     assert_status(STRATA_EINVAL, strata_run_status(h2));
@@ -387,9 +356,9 @@ static void a_failing_successor_retires_at_once_and_returns_its_lease(void **sta
     finish(f, 0); /* run 3 */
     assert_ok(strata_run_wait(s.h, HANG));
     assert_ok(strata_run_wait(h1, HANG));
-    assert_int_equal(st_test_ep_count(f->ep[0]), 2); /* run 2's task never launched */
-    assert_int_equal(st_test_ep_record_at(f->ep[0], 1).run_id, 3);
-    assert_int_equal(atomic_load(&f->counter), 0);
+    assert_int_equal(st_test_ep_count(f->t.ep[0]), 2); /* run 2's task never launched */
+    assert_int_equal(st_test_ep_record_at(f->t.ep[0], 1).run_id, 3);
+    assert_int_equal(atomic_load(&f->t.counter), 0);
     strata_run_release(h1);
     strata_run_release(h2);
     strata_run_release(s.h);
@@ -409,13 +378,13 @@ static void an_empty_failing_orchestration_fails_its_run_with_its_message(void *
     (void)state;
     cfx *f = make(2, 1, 1);
     strata_run *h;
-    assert_ok(strata_worker_submit(f->w, orch_fail_empty, f, &h));
+    assert_ok(strata_worker_submit(f->t.w, orch_fail_empty, f, &h));
     assert_true(strata_run_done(h));
     assert_status(STRATA_ETASK, strata_run_wait(h, HANG));
     assert_non_null(strstr(strata_error_message(), "nothing could be built"));
     assert_non_null(strstr(strata_run_error(h), "nothing could be built"));
     strata_run_release(h);
-    assert_int_equal(st_test_ep_count(f->ep[0]), 0);
+    assert_int_equal(st_test_ep_count(f->t.ep[0]), 0);
     destroy(f);
 }
 
@@ -445,13 +414,13 @@ static void a_runs_memory_and_slots_are_back_when_its_wait_returns(void **state)
     cfx *f = make(2, 1, 1);
     alloc_ctx c1 = {f, 256}, c2 = {f, 512}; /* 1 KiB and 2 KiB */
     strata_run *h1, *h2;
-    assert_ok(strata_worker_submit(f->w, orch_alloc_then_read, &c1, &h1));
-    assert_ok(strata_worker_submit(f->w, orch_alloc_then_read, &c2, &h2));
+    assert_ok(strata_worker_submit(f->t.w, orch_alloc_then_read, &c1, &h1));
+    assert_ok(strata_worker_submit(f->t.w, orch_alloc_then_read, &c2, &h2));
     assert_orch_ok(f);
     finish(f, 0);
     assert_ok(strata_run_wait(h1, HANG));
-    assert_int_equal(heap_used(f), 2048);                      /* run 2's only */
-    assert_int_equal(free_slots(f), f->w->slots.capacity - 2); /* run 2's two */
+    assert_int_equal(heap_used(f), 2048);                        /* run 2's only */
+    assert_int_equal(free_slots(f), f->t.w->slots.capacity - 2); /* run 2's two */
     assert_false(strata_run_done(h2));
     finish(f, 0);
     assert_ok(strata_run_wait(h2, HANG));
@@ -474,7 +443,7 @@ static int orch_fill_window_then_ignore_a_capacity_failure(strata_orch *o, void 
     strata_args_init(&a);
     strata_args_add_tensor(&a, &t, STRATA_OUT); /* needs heap memory and a slot */
     st_clear_error();
-    f->kept_rc = strata_orch_submit_sub(o, f->count, &a);
+    f->kept_rc = strata_orch_submit_sub(o, f->t.count, &a);
     snprintf(f->orch_msg, sizeof f->orch_msg, "%s", strata_error_message());
     f->seen[0] = heap_used(f);
     f->seen[1] = free_slots(f);
@@ -494,7 +463,7 @@ static void a_capacity_failure_gives_back_its_memory_and_leaves_the_run_alone(vo
     cfg.capacity_timeout_ns = 50000000; /* short only so the failing wait ends soon */
     cfx *f = make_cfg(&cfg, 1);
     strata_run *h;
-    assert_ok(strata_worker_submit(f->w, orch_fill_window_then_ignore_a_capacity_failure, f, &h));
+    assert_ok(strata_worker_submit(f->t.w, orch_fill_window_then_ignore_a_capacity_failure, f, &h));
     assert_status(STRATA_ECAPACITY, f->kept_rc);
     assert_non_null(strstr(f->orch_msg, "task_window"));
     assert_int_equal(f->seen[0], 0); /* the submit's heap memory was given back */
@@ -503,7 +472,7 @@ static void a_capacity_failure_gives_back_its_memory_and_leaves_the_run_alone(vo
     finish(f, 0);
     assert_ok(strata_run_wait(h, HANG));
     assert_string_equal(strata_run_error(h), "");
-    assert_int_equal(atomic_load(&f->counter), 0);
+    assert_int_equal(atomic_load(&f->t.counter), 0);
     strata_run_release(h);
     assert_engine_idle(f);
     destroy(f);
@@ -538,17 +507,17 @@ static void close_waits_for_the_head_and_its_prepared_successor(void **state) {
     (void)state;
     cfx *f = make(2, 1, 1);
     strata_run *h1, *h2;
-    assert_ok(strata_worker_submit(f->w, orch_two_nl, f, &h1));
-    assert_ok(strata_worker_submit(f->w, orch_gate, f, &h2));
-    closer c = {.w = f->w};
+    assert_ok(strata_worker_submit(f->t.w, orch_two_nl, f, &h1));
+    assert_ok(strata_worker_submit(f->t.w, orch_gate, f, &h2));
+    closer c = {.w = f->t.w};
     pthread_t t;
     assert_int_equal(pthread_create(&t, NULL, close_in_thread, &c), 0);
     finish(f, 0);
     finish(f, 0);
     assert_ok(strata_run_wait(h1, HANG));
-    int early = atomic_load(&c.returned);             /* run 2's gate task still runs */
-    uint32_t dispatched = st_test_ep_count(f->ep[0]); /* endpoints are gone after close */
-    atomic_store(&f->gate_open, 1);
+    int early = atomic_load(&c.returned);               /* run 2's gate task still runs */
+    uint32_t dispatched = st_test_ep_count(f->t.ep[0]); /* endpoints are gone after close */
+    ts_gate_open(&f->t);
     int closed = wait_flag(&c.returned, 1, HANG);
     pthread_join(t, NULL);
     assert_false(early);
@@ -558,7 +527,7 @@ static void close_waits_for_the_head_and_its_prepared_successor(void **state) {
     assert_int_equal(phase(h1), ST_RUN_COMPLETED);
     assert_int_equal(phase(h2), ST_RUN_COMPLETED);
     strata_run *h3;
-    assert_status(STRATA_ECLOSED, strata_worker_submit(f->w, orch_one_nl, f, &h3));
+    assert_status(STRATA_ECLOSED, strata_worker_submit(f->t.w, orch_one_nl, f, &h3));
     strata_run_release(h1);
     strata_run_release(h2);
     destroy(f);
@@ -570,24 +539,24 @@ static void close_refuses_a_submitter_waiting_for_admission(void **state) {
     (void)state;
     cfx *f = make(1, 1, 1);
     strata_run *h1;
-    assert_ok(strata_worker_submit(f->w, orch_gate, f, &h1));
+    assert_ok(strata_worker_submit(f->t.w, orch_gate, f, &h1));
     submitter s = {.f = f, .fn = orch_one_nl};
     pthread_t ts, tc;
     assert_int_equal(pthread_create(&ts, NULL, submit_in_thread, &s), 0);
     sleep_us(5000); /* most likely waiting for admission by now (either way it must be refused) */
-    closer c = {.w = f->w};
+    closer c = {.w = f->t.w};
     assert_int_equal(pthread_create(&tc, NULL, close_in_thread, &c), 0);
     /* Retire run 1 only once close has begun, or the waiter would be admitted. */
     uint64_t deadline = st_deadline_after(HANG);
     int closing = 0;
     while (!closing && st_now_ns() < deadline) {
-        st_engine_lock(f->w);
-        closing = f->w->state == ST_WORKER_CLOSED;
-        st_engine_unlock(f->w);
+        st_engine_lock(f->t.w);
+        closing = f->t.w->state == ST_WORKER_CLOSED;
+        st_engine_unlock(f->t.w);
         if (!closing)
             sleep_us(100);
     }
-    atomic_store(&f->gate_open, 1); /* run 1 retires */
+    ts_gate_open(&f->t); /* run 1 retires */
     int closed = wait_flag(&c.returned, 1, HANG);
     int refused = wait_flag(&s.returned, 1, HANG);
     pthread_join(tc, NULL);
@@ -616,14 +585,14 @@ static int orch_cancel_beside_running_reader(strata_orch *o, void *arg) {
     strata_task_args a;
     strata_args_init(&a);
     strata_args_add_tensor(&a, &t, STRATA_OUT); /* P: runtime memory */
-    note(f, strata_orch_submit_sub(o, f->count, &a));
+    note(f, strata_orch_submit_sub(o, f->t.count, &a));
     t = a.tensors[0];
     nl_task(o, f, 0, &t, STRATA_IN);    /* C: reads it on worker 0, held */
     count_task(o, f, &t, STRATA_INOUT); /* D: waits for C */
     uint64_t deadline = st_deadline_after(HANG);
-    while (!st_test_ep_holding(f->ep[0]) && st_now_ns() < deadline)
+    while (!st_test_ep_holding(f->t.ep[0]) && st_now_ns() < deadline)
         sleep_us(100);
-    if (!st_test_ep_holding(f->ep[0]))
+    if (!st_test_ep_holding(f->t.ep[0]))
         note(f, STRATA_ETIMEDOUT);
     return st_fail(STRATA_EINVAL, "stop while C runs");
 }
@@ -634,7 +603,7 @@ static void cancellation_keeps_memory_a_running_consumer_reads(void **state) {
     (void)state;
     cfx *f = make(2, 1, 1);
     strata_run *h;
-    assert_ok(strata_worker_submit(f->w, orch_cancel_beside_running_reader, f, &h));
+    assert_ok(strata_worker_submit(f->t.w, orch_cancel_beside_running_reader, f, &h));
     assert_orch_ok(f);
     assert_int_equal(task_state(f, 0), ST_COMPLETED); /* P: C still holds it */
     assert_int_equal(task_state(f, 1), ST_RUNNING);   /* C: never cancelled */
@@ -644,7 +613,7 @@ static void cancellation_keeps_memory_a_running_consumer_reads(void **state) {
     finish(f, 0);
     assert_status(STRATA_EINVAL, strata_run_wait(h, HANG));
     assert_non_null(strstr(strata_run_error(h), "stop while C runs"));
-    assert_int_equal(atomic_load(&f->counter), 1); /* P ran, D never did */
+    assert_int_equal(atomic_load(&f->t.counter), 1); /* P ran, D never did */
     strata_run_release(h);
     assert_engine_idle(f);
     destroy(f);
@@ -662,7 +631,7 @@ static int orch_produce_runtime_memory(strata_orch *o, void *arg) {
     strata_task_args a;
     strata_args_init(&a);
     strata_args_add_tensor(&a, &t, STRATA_OUT);
-    note(f, strata_orch_submit_next_level(o, f->nl, &a, NULL, 0)); /* P, held on worker 0 */
+    note(f, strata_orch_submit_next_level(o, f->t.nl, &a, NULL, 0)); /* P, held on worker 0 */
     f->kept = a.tensors[0];
     return STRATA_OK;
 }
@@ -673,7 +642,7 @@ static int orch_use_kept_tensor(strata_orch *o, void *arg) {
     strata_args_init(&a);
     strata_args_add_tensor(&a, &f->kept, STRATA_IN);
     st_clear_error();
-    f->kept_rc = strata_orch_submit_sub(o, f->count, &a);
+    f->kept_rc = strata_orch_submit_sub(o, f->t.count, &a);
     return STRATA_OK;
 }
 
@@ -687,10 +656,10 @@ static void runtime_memory_of_one_run_is_refused_by_the_next(void **state) {
     (void)state;
     cfx *f = make(2, 1, 1);
     strata_run *h1, *h2;
-    assert_ok(strata_worker_submit(f->w, orch_produce_runtime_memory, f, &h1));
+    assert_ok(strata_worker_submit(f->t.w, orch_produce_runtime_memory, f, &h1));
     assert_orch_ok(f);
     assert_non_null(f->kept.base);
-    assert_ok(strata_worker_submit(f->w, orch_use_kept_tensor, f, &h2));
+    assert_ok(strata_worker_submit(f->t.w, orch_use_kept_tensor, f, &h2));
     finish(f, 0);
     int rc1 = strata_run_wait(h1, 2 * SEC);
     if (rc1 == STRATA_ETIMEDOUT)
@@ -714,15 +683,15 @@ static int orch_inout_on_allocation(strata_orch *o, void *arg) {
     int64_t n = 16;
     note(f, strata_orch_alloc(o, 1, &n, STRATA_I32, &t));
     nl_task(o, f, 0, &t, STRATA_INOUT);
-    st_engine_lock(f->w);
-    st_slot *alloc = st_slots_get(&f->w->slots, t.holder_);
-    st_slot *task = f->nrefs ? st_slots_get(&f->w->slots, f->refs[0]) : NULL;
+    st_engine_lock(f->t.w);
+    st_slot *alloc = st_slots_get(&f->t.w->slots, t.holder_);
+    st_slot *task = f->nrefs ? st_slots_get(&f->t.w->slots, f->refs[0]) : NULL;
     f->seen[0] = alloc ? st_slot_state(alloc) : 99;
     f->seen[1] = alloc ? alloc->fanout_total : 99;
     f->seen[2] = task ? task->producers.n : 99;
     f->seen[3] = task && task->producers.n ? task->producers.v[0] == t.holder_ : 0;
     f->seen[4] = task ? task->fanin_count : 99;
-    st_engine_unlock(f->w);
+    st_engine_unlock(f->t.w);
     return STRATA_OK;
 }
 
@@ -732,7 +701,7 @@ static void inout_on_a_finished_allocation_wires_a_satisfied_edge(void **state) 
     (void)state;
     cfx *f = make(2, 1, 1);
     strata_run *h;
-    assert_ok(strata_worker_submit(f->w, orch_inout_on_allocation, f, &h));
+    assert_ok(strata_worker_submit(f->t.w, orch_inout_on_allocation, f, &h));
     assert_orch_ok(f);
     assert_int_equal(f->seen[0], ST_COMPLETED);
     assert_int_equal(f->seen[1], 2); /* the scope's reference + the edge */
@@ -748,9 +717,9 @@ static void inout_on_a_finished_allocation_wires_a_satisfied_edge(void **state) 
 }
 
 static int alive(cfx *f, uint64_t ref) {
-    st_engine_lock(f->w);
-    int a = st_slots_get(&f->w->slots, ref) != NULL;
-    st_engine_unlock(f->w);
+    st_engine_lock(f->t.w);
+    int a = st_slots_get(&f->t.w->slots, ref) != NULL;
+    st_engine_unlock(f->t.w);
     return a;
 }
 
@@ -778,7 +747,7 @@ static int orch_nested_scopes(strata_orch *o, void *arg) {
 static void nested_scopes_release_only_their_own_references(void **state) {
     (void)state;
     cfx *f = make(2, 0, 1);
-    assert_ok(strata_worker_run(f->w, orch_nested_scopes, f));
+    assert_ok(strata_worker_run(f->t.w, orch_nested_scopes, f));
     assert_orch_ok(f);
     assert_true(f->seen[0]);
     assert_true(f->seen[1]);
@@ -793,14 +762,14 @@ static void nested_scopes_release_only_their_own_references(void **state) {
 
 static int orch_most_arguments(strata_orch *o, void *arg) {
     cfx *f = arg;
-    int32_t *p = strata_buffer_data(f->buf);
+    int32_t *p = strata_buffer_data(f->t.buf[0]);
     strata_task_args a;
     strata_args_init(&a);
     for (uint32_t i = 0; i < STRATA_MAX_TENSORS; i++) {
         p[i * 16] = (int32_t)i;
         strata_tensor t;
         int64_t n = 16;
-        note(f, strata_tensor_view(f->buf, i * 64, STRATA_I32, 1, &n, NULL, &t));
+        note(f, strata_tensor_view(f->t.buf[0], i * 64, STRATA_I32, 1, &n, NULL, &t));
         note(f, strata_args_add_tensor(&a, &t, i % 2 ? STRATA_IN : STRATA_OUT_EXISTING));
     }
     for (uint32_t i = 0; i < STRATA_MAX_SCALARS; i++)
@@ -813,7 +782,7 @@ static int orch_most_arguments(strata_orch *o, void *arg) {
 static void a_task_with_the_most_arguments_reaches_its_worker_intact(void **state) {
     (void)state;
     cfx *f = make(2, 0, 1);
-    int rc = strata_worker_run(f->w, orch_most_arguments, f);
+    int rc = strata_worker_run(f->t.w, orch_most_arguments, f);
     assert_orch_ok(f);
     if (rc != STRATA_OK)
         fail_msg("the task saw different arguments: %s", strata_error_message());
@@ -833,8 +802,8 @@ static void sub_tasks_run_while_every_next_level_worker_is_busy(void **state) {
     (void)state;
     cfx *f = make(2, 2, 1);
     strata_run *h;
-    assert_ok(strata_worker_submit(f->w, orch_nl_then_sub, f, &h));
-    assert_true(wait_flag(&f->counter, 1, HANG));
+    assert_ok(strata_worker_submit(f->t.w, orch_nl_then_sub, f, &h));
+    assert_true(wait_flag(&f->t.counter, 1, HANG));
     assert_false(strata_run_done(h));
     finish(f, 0);
     finish(f, 1);
@@ -857,15 +826,15 @@ static void a_busy_worker_does_not_hold_up_another_workers_queue(void **state) {
     (void)state;
     cfx *f = make(2, 2, 1);
     strata_run *h;
-    assert_ok(strata_worker_submit(f->w, orch_two_queues, f, &h));
+    assert_ok(strata_worker_submit(f->t.w, orch_two_queues, f, &h));
     for (int i = 0; i < 3; i++)
         finish(f, 1); /* worker 1 drains its queue while worker 0 stays busy */
-    assert_int_equal(st_test_ep_count(f->ep[1]), 3);
-    assert_int_equal(st_test_ep_count(f->ep[0]), 1);
+    assert_int_equal(st_test_ep_count(f->t.ep[1]), 3);
+    assert_int_equal(st_test_ep_count(f->t.ep[0]), 1);
     finish(f, 0);
     finish(f, 0);
     assert_ok(strata_run_wait(h, HANG));
-    assert_int_equal(st_test_ep_count(f->ep[0]), 2);
+    assert_int_equal(st_test_ep_count(f->t.ep[0]), 2);
     strata_run_release(h);
     destroy(f);
 }

@@ -21,48 +21,37 @@
 
 #define SEC 1000000000ull
 
+/* The fixture's worker (one sub worker, one manual test endpoint running its
+ * "nl" producers, the counted "count" task, a 4 KiB buffer) and what the
+ * hooks saw. */
 typedef struct fixture {
-    strata_worker *w;
-    st_test_ep *ep;
-    int ep_id;
-    strata_callable nl, count;
-    _Atomic int counter;
-    strata_buffer *buf;
+    ts_worker t;
     int hook_fired;
     int finish_status; /* how the held producer ends inside the wiring hook */
 } fixture;
 
-static int count_fn(const strata_task_args *a, void *u) {
-    (void)a;
-    atomic_fetch_add((_Atomic int *)u, 1);
-    return 0;
-}
-
 static fixture *make(void) {
     fixture *f = calloc(1, sizeof *f);
-    strata_worker_config cfg;
-    strata_worker_config_init(&cfg);
-    cfg.sub_workers = 1;
-    assert_ok(strata_worker_create(&cfg, &f->w));
-    st_test_ep_config ec = {.manual = 1};
-    assert_ok(st_test_ep_add(f->w, &ec, &f->ep_id, &f->ep));
-    assert_ok(st_register_next_level(f->w, "producer", NULL, NULL, NULL, &f->nl));
-    assert_ok(strata_worker_register_sub(f->w, "count", count_fn, &f->counter, &f->count));
-    assert_ok(strata_worker_init(f->w));
-    assert_ok(strata_buffer_create(f->w, 4096, &f->buf));
+    assert_non_null(f);
+    ts_worker_opts o;
+    ts_worker_opts_init(&o);
+    o.cfg.sub_workers = 1;
+    o.endpoints = 1;
+    o.manual_endpoints = 1;
+    o.buffers[0] = 4096;
+    ts_worker_open(&f->t, &o);
     return f;
 }
 
 static void destroy(fixture *f) {
-    strata_worker_destroy(f->w);
-    strata_buffer_destroy(f->buf);
+    ts_worker_close(&f->t);
     free(f);
 }
 
 static strata_tensor whole(fixture *f) {
     strata_tensor t;
     int64_t n = 1024;
-    assert_ok(strata_tensor_contiguous(f->buf, STRATA_I32, 1, &n, &t));
+    assert_ok(strata_tensor_contiguous(f->t.buf[0], STRATA_I32, 1, &n, &t));
     return t;
 }
 
@@ -70,7 +59,7 @@ static int orch_one_count(strata_orch *o, void *arg) {
     fixture *f = arg;
     strata_task_args a;
     strata_args_init(&a);
-    return strata_orch_submit_sub(o, f->count, &a);
+    return strata_orch_submit_sub(o, f->t.count, &a);
 }
 
 /* ---- cancellation between the ready decision and the dispatch claim ---- */
@@ -91,17 +80,17 @@ static void cancel_before_claim(strata_worker *w, st_hook_point at, uint64_t ref
 static void cancellation_between_ready_and_claim_prevents_dispatch(void **state) {
     (void)state;
     fixture *f = make();
-    st_worker_set_hook(f->w, ST_HOOK_BEFORE_DISPATCH_CLAIM, cancel_before_claim, f);
+    st_worker_set_hook(f->t.w, ST_HOOK_BEFORE_DISPATCH_CLAIM, cancel_before_claim, f);
     strata_run *h;
-    assert_ok(strata_worker_submit(f->w, orch_one_count, f, &h));
+    assert_ok(strata_worker_submit(f->t.w, orch_one_count, f, &h));
     assert_status(STRATA_ECANCELED, strata_run_wait(h, STRATA_WAIT_FOREVER));
     assert_int_equal(f->hook_fired, 1);
-    assert_int_equal(atomic_load(&f->counter), 0); /* the task body never ran */
+    assert_int_equal(atomic_load(&f->t.counter), 0); /* the task body never ran */
     assert_non_null(strstr(strata_run_error(h), "cancelled by the test"));
     strata_run_release(h);
     /* Nothing leaked into later runs: the hook no longer interferes. */
-    assert_ok(strata_worker_run(f->w, orch_one_count, f));
-    assert_int_equal(atomic_load(&f->counter), 1);
+    assert_ok(strata_worker_run(f->t.w, orch_one_count, f));
+    assert_int_equal(atomic_load(&f->t.counter), 1);
     destroy(f);
 }
 
@@ -119,7 +108,7 @@ static void finish_producer_during_wiring(strata_worker *w, st_hook_point at, ui
     /* Let the producer finish now; its completion is queued for the lock
      * holder (us), so process it here, between wiring and publication. */
     assert_int_equal(
-        st_test_ep_finish(f->ep, f->finish_status, "producer failed mid-wiring", 10 * SEC), 0);
+        st_test_ep_finish(f->t.ep[0], f->finish_status, "producer failed mid-wiring", 10 * SEC), 0);
     uint64_t deadline = st_deadline_after(10 * SEC);
     while (atomic_load(&w->completions) == NULL && st_now_ns() < deadline)
         sched_yield();
@@ -133,32 +122,32 @@ static int orch_producer_consumer(strata_orch *o, void *arg) {
     strata_task_args a;
     strata_args_init(&a);
     strata_args_add_tensor(&a, &t, STRATA_OUT_EXISTING);
-    STRATA_TRY(strata_orch_submit_next_level(o, f->nl, &a, NULL, f->ep_id));
+    STRATA_TRY(strata_orch_submit_next_level(o, f->t.nl, &a, NULL, f->t.ep_id[0]));
     /* Make sure the producer is running (held by the endpoint) before wiring. */
     uint64_t deadline = st_deadline_after(10 * SEC);
-    while (!st_test_ep_holding(f->ep) && st_now_ns() < deadline)
+    while (!st_test_ep_holding(f->t.ep[0]) && st_now_ns() < deadline)
         sched_yield();
-    assert_true(st_test_ep_holding(f->ep));
+    assert_true(st_test_ep_holding(f->t.ep[0]));
     strata_args_init(&a);
     strata_args_add_tensor(&a, &t, STRATA_IN);
-    return strata_orch_submit_sub(o, f->count, &a);
+    return strata_orch_submit_sub(o, f->t.count, &a);
 }
 
 static void producer_failing_while_consumer_is_wired_poisons_it(void **state) {
     (void)state;
     fixture *f = make();
     f->finish_status = STRATA_ETASK;
-    st_worker_set_hook(f->w, ST_HOOK_AFTER_WIRING, finish_producer_during_wiring, f);
+    st_worker_set_hook(f->t.w, ST_HOOK_AFTER_WIRING, finish_producer_during_wiring, f);
     strata_run *h;
-    assert_ok(strata_worker_submit(f->w, orch_producer_consumer, f, &h));
+    assert_ok(strata_worker_submit(f->t.w, orch_producer_consumer, f, &h));
     assert_status(STRATA_ETASK, strata_run_wait(h, STRATA_WAIT_FOREVER));
     assert_int_equal(f->hook_fired, 1);
-    assert_int_equal(atomic_load(&f->counter), 0); /* the consumer never ran */
+    assert_int_equal(atomic_load(&f->t.counter), 0); /* the consumer never ran */
     assert_non_null(strstr(strata_run_error(h), "producer failed mid-wiring"));
     strata_run_release(h);
-    st_worker_set_hook(f->w, ST_HOOK_AFTER_WIRING, NULL, NULL);
-    assert_ok(strata_worker_run(f->w, orch_one_count, f));
-    assert_int_equal(atomic_load(&f->counter), 1);
+    st_worker_set_hook(f->t.w, ST_HOOK_AFTER_WIRING, NULL, NULL);
+    assert_ok(strata_worker_run(f->t.w, orch_one_count, f));
+    assert_int_equal(atomic_load(&f->t.counter), 1);
     destroy(f);
 }
 
@@ -166,10 +155,10 @@ static void producer_completing_while_consumer_is_wired_releases_it(void **state
     (void)state;
     fixture *f = make();
     f->finish_status = STRATA_OK;
-    st_worker_set_hook(f->w, ST_HOOK_AFTER_WIRING, finish_producer_during_wiring, f);
-    assert_ok(strata_worker_run(f->w, orch_producer_consumer, f));
+    st_worker_set_hook(f->t.w, ST_HOOK_AFTER_WIRING, finish_producer_during_wiring, f);
+    assert_ok(strata_worker_run(f->t.w, orch_producer_consumer, f));
     assert_int_equal(f->hook_fired, 1);
-    assert_int_equal(atomic_load(&f->counter), 1); /* published READY, then ran */
+    assert_int_equal(atomic_load(&f->t.counter), 1); /* published READY, then ran */
     destroy(f);
 }
 

@@ -15,61 +15,33 @@
 
 #define SEC 1000000000ull
 
-typedef struct fixture {
-    strata_worker *w;
-    st_test_ep *ep;
-    int ep_id;
-    strata_callable nl, noop, fail, count;
-    _Atomic int counter;
-    strata_buffer *buf;
-} fixture;
-
-static int noop_fn(const strata_task_args *a, void *u) {
-    (void)a;
-    (void)u;
-    return 0;
-}
-
-static int fail_fn(const strata_task_args *a, void *u) {
-    (void)u;
-    strata_task_set_error("boom %llu", (unsigned long long)strata_args_scalar(a, 0));
-    return 7;
-}
-
-static int count_fn(const strata_task_args *a, void *u) {
-    (void)a;
-    atomic_fetch_add((_Atomic int *)u, 1);
-    return 0;
-}
+/* The fixture's worker: one sub worker, one test endpoint, one 4 KiB buffer,
+ * and its nl, noop, fail ("boom <scalar 0>") and count callables. */
+typedef ts_worker fixture;
 
 static fixture *make(uint32_t depth, int manual) {
     fixture *f = calloc(1, sizeof *f);
-    strata_worker_config cfg;
-    strata_worker_config_init(&cfg);
-    cfg.sub_workers = 1;
-    cfg.pipeline_depth = depth;
-    assert_ok(strata_worker_create(&cfg, &f->w));
-    st_test_ep_config ec = {.manual = manual};
-    assert_ok(st_test_ep_add(f->w, &ec, &f->ep_id, &f->ep));
-    assert_ok(st_register_next_level(f->w, "nl", NULL, NULL, NULL, &f->nl));
-    assert_ok(strata_worker_register_sub(f->w, "noop", noop_fn, NULL, &f->noop));
-    assert_ok(strata_worker_register_sub(f->w, "fail", fail_fn, NULL, &f->fail));
-    assert_ok(strata_worker_register_sub(f->w, "count", count_fn, &f->counter, &f->count));
-    assert_ok(strata_worker_init(f->w));
-    assert_ok(strata_buffer_create(f->w, 4096, &f->buf));
+    assert_non_null(f);
+    ts_worker_opts o;
+    ts_worker_opts_init(&o);
+    o.cfg.sub_workers = 1;
+    o.cfg.pipeline_depth = depth;
+    o.endpoints = 1;
+    o.manual_endpoints = manual;
+    o.buffers[0] = 4096;
+    ts_worker_open(f, &o);
     return f;
 }
 
 static void destroy(fixture *f) {
-    strata_worker_destroy(f->w);
-    strata_buffer_destroy(f->buf);
+    ts_worker_close(f);
     free(f);
 }
 
 static strata_tensor whole(fixture *f) {
     strata_tensor t;
     int64_t n = 1024;
-    assert_ok(strata_tensor_contiguous(f->buf, STRATA_I32, 1, &n, &t));
+    assert_ok(strata_tensor_contiguous(f->buf[0], STRATA_I32, 1, &n, &t));
     return t;
 }
 
@@ -84,7 +56,7 @@ static int orch_one_nl(strata_orch *o, void *arg) {
     strata_task_args a;
     strata_args_init(&a);
     strata_args_add_scalar(&a, strata_orch_run_id(o));
-    return strata_orch_submit_next_level(o, f->nl, &a, NULL, f->ep_id);
+    return strata_orch_submit_next_level(o, f->nl, &a, NULL, f->ep_id[0]);
 }
 
 static int orch_empty(strata_orch *o, void *arg) {
@@ -128,7 +100,7 @@ static void phases_follow_executing_then_completed(void **state) {
     assert_false(strata_run_done(h));
     assert_status(STRATA_ETIMEDOUT, strata_run_wait(h, 1000000));
     assert_false(strata_run_done(h)); /* an expired wait leaves the run alone */
-    assert_int_equal(st_test_ep_finish(f->ep, STRATA_OK, "", 10 * SEC), 0);
+    assert_int_equal(st_test_ep_finish(f->ep[0], STRATA_OK, "", 10 * SEC), 0);
     assert_ok(strata_run_wait(h, STRATA_WAIT_FOREVER));
     assert_int_equal(phase(h), ST_RUN_COMPLETED);
     strata_run_release(h);
@@ -169,7 +141,7 @@ static void depth2_builds_successor_while_head_executes(void **state) {
     assert_ok(strata_worker_submit(f->w, orch_one_nl, f, &h1));
     assert_ok(strata_worker_submit(f->w, orch_one_nl, f, &h2)); /* returns while run 1 executes */
     assert_int_equal(phase(h2), ST_RUN_PREPARED);
-    assert_int_equal(st_test_ep_count(f->ep), 1); /* run 2's task waits for the head */
+    assert_int_equal(st_test_ep_count(f->ep[0]), 1); /* run 2's task waits for the head */
 
     later l3 = {.f = f};
     pthread_t t;
@@ -177,21 +149,21 @@ static void depth2_builds_successor_while_head_executes(void **state) {
     /* Run 3 waits for admission before its orchestration function is called. */
     assert_int_equal(atomic_load(&l3.orch_called), 0);
 
-    assert_int_equal(st_test_ep_finish(f->ep, STRATA_OK, "", 10 * SEC), 0);
+    assert_int_equal(st_test_ep_finish(f->ep[0], STRATA_OK, "", 10 * SEC), 0);
     assert_ok(strata_run_wait(h1, STRATA_WAIT_FOREVER));
     assert_true(wait_flag(&l3.orch_called)); /* run 1 retired: run 3 admitted */
-    assert_int_equal(st_test_ep_finish(f->ep, STRATA_OK, "", 10 * SEC), 0);
+    assert_int_equal(st_test_ep_finish(f->ep[0], STRATA_OK, "", 10 * SEC), 0);
     assert_ok(strata_run_wait(h2, STRATA_WAIT_FOREVER));
     pthread_join(t, NULL);
     assert_ok(l3.rc);
-    assert_int_equal(st_test_ep_finish(f->ep, STRATA_OK, "", 10 * SEC), 0);
+    assert_int_equal(st_test_ep_finish(f->ep[0], STRATA_OK, "", 10 * SEC), 0);
     assert_ok(strata_run_wait(l3.h, STRATA_WAIT_FOREVER));
     /* Dispatches happened in run order. */
-    assert_int_equal(st_test_ep_count(f->ep), 3);
+    assert_int_equal(st_test_ep_count(f->ep[0]), 3);
     for (uint32_t i = 0; i < 3; i++)
-        assert_int_equal(st_test_ep_record_at(f->ep, i).run_id, i + 1);
+        assert_int_equal(st_test_ep_record_at(f->ep[0], i).run_id, i + 1);
     uint64_t acts[8];
-    assert_int_equal(st_test_ep_activations(f->ep, acts, 8), 3);
+    assert_int_equal(st_test_ep_activations(f->ep[0], acts, 8), 3);
     assert_int_equal(acts[0], 1);
     assert_int_equal(acts[1], 2);
     assert_int_equal(acts[2], 3);
@@ -210,10 +182,10 @@ static void depth1_successor_waits_before_orchestration(void **state) {
     pthread_t t;
     pthread_create(&t, NULL, submit_later, &l2);
     assert_int_equal(atomic_load(&l2.orch_called), 0);
-    assert_int_equal(st_test_ep_finish(f->ep, STRATA_OK, "", 10 * SEC), 0);
+    assert_int_equal(st_test_ep_finish(f->ep[0], STRATA_OK, "", 10 * SEC), 0);
     assert_ok(strata_run_wait(h1, STRATA_WAIT_FOREVER));
     assert_true(wait_flag(&l2.orch_called));
-    assert_int_equal(st_test_ep_finish(f->ep, STRATA_OK, "", 10 * SEC), 0);
+    assert_int_equal(st_test_ep_finish(f->ep[0], STRATA_OK, "", 10 * SEC), 0);
     pthread_join(t, NULL);
     assert_ok(strata_run_wait(l2.h, STRATA_WAIT_FOREVER));
     strata_run_release(h1);
@@ -334,14 +306,14 @@ static int orch_fail_after_submitting(strata_orch *o, void *arg) {
     strata_task_args a;
     strata_args_init(&a);
     strata_args_add_tensor(&a, &t, STRATA_OUT_EXISTING);
-    STRATA_TRY(strata_orch_submit_next_level(o, f->nl, &a, NULL, f->ep_id));
+    STRATA_TRY(strata_orch_submit_next_level(o, f->nl, &a, NULL, f->ep_id[0]));
     for (int i = 0; i < 5; i++) {
         strata_args_init(&a);
         strata_args_add_tensor(&a, &t, STRATA_IN);
         STRATA_TRY(strata_orch_submit_sub(o, f->count, &a));
     }
     strata_args_init(&a);
-    STRATA_TRY(strata_orch_submit_next_level(o, f->nl, &a, NULL, f->ep_id)); /* ready, queued */
+    STRATA_TRY(strata_orch_submit_next_level(o, f->nl, &a, NULL, f->ep_id[0])); /* ready, queued */
     return st_fail(STRATA_EINVAL, "user said no");
 }
 
@@ -351,12 +323,12 @@ static void orchestration_failure_cancels_unstarted_tasks(void **state) {
     strata_run *h;
     assert_ok(strata_worker_submit(f->w, orch_fail_after_submitting, f, &h));
     assert_false(strata_run_done(h)); /* the started task still holds the fence */
-    assert_int_equal(st_test_ep_finish(f->ep, STRATA_OK, "", 10 * SEC), 0);
+    assert_int_equal(st_test_ep_finish(f->ep[0], STRATA_OK, "", 10 * SEC), 0);
     assert_status(STRATA_EINVAL, strata_run_wait(h, STRATA_WAIT_FOREVER));
     assert_non_null(strstr(strata_run_error(h), "orchestration function failed"));
     assert_non_null(strstr(strata_run_error(h), "user said no"));
-    assert_int_equal(atomic_load(&f->counter), 0); /* dependants never ran */
-    assert_int_equal(st_test_ep_count(f->ep), 1);  /* the queued single never launched */
+    assert_int_equal(atomic_load(&f->counter), 0);   /* dependants never ran */
+    assert_int_equal(st_test_ep_count(f->ep[0]), 1); /* the queued single never launched */
     strata_run_release(h);
     assert_ok(strata_worker_run(f->w, orch_empty, f));
     destroy(f);

@@ -26,26 +26,17 @@
 #define SEC 1000000000ull
 #define MS 1000000ull
 #define KIB 1024ull
-#define MAX_RECORDS 80
 
-typedef struct result {
-    int rc;
-    char msg[STRATA_ERRMSG_MAX];
-} result;
-
+/* The fixture's worker (a manual test endpoint for "nl" when asked for, a
+ * 4 KiB buffer), its config, this file's task bodies and what orchestration
+ * functions recorded (ts probes). */
 typedef struct sfx {
-    strata_worker *w;
+    ts_worker t;
     strata_worker_config cfg;
-    strata_callable fill, check, gate_wait, nl;
-    st_test_ep *ep; /* manual next-level endpoint, when asked for */
-    int ep_id;
-    strata_buffer *buf;
-    _Atomic int gate;
-    _Atomic int gate_timeouts;
+    strata_callable fill, check, gate_wait;
     _Atomic int bad_values; /* elements a check task found wrong */
     _Atomic int tasks_done;
-    result r[MAX_RECORDS];
-    int nr;
+    ts_probes pr;
     int iterations; /* loop iterations an orchestration function completed */
     void *addr[8];
     uint64_t bytes[8];
@@ -88,9 +79,9 @@ static int gate_wait_fn(const strata_task_args *a, void *user) {
     (void)a;
     sfx *f = user;
     uint64_t deadline = st_deadline_after(10 * SEC);
-    while (!atomic_load(&f->gate)) {
+    while (!atomic_load(&f->t.gate_open)) {
         if (st_now_ns() >= deadline) {
-            atomic_fetch_add(&f->gate_timeouts, 1);
+            atomic_fetch_add(&f->t.gate_timeouts, 1);
             break;
         }
         sleep_us(100);
@@ -110,18 +101,16 @@ static sfx *make_cfg(const strata_worker_config *cfg, int manual_endpoint) {
     sfx *f = calloc(1, sizeof *f);
     assert_non_null(f);
     f->cfg = *cfg;
-    assert_ok(strata_worker_create(cfg, &f->w));
-    f->ep_id = -1;
-    if (manual_endpoint) {
-        st_test_ep_config ec = {.manual = 1};
-        assert_ok(st_test_ep_add(f->w, &ec, &f->ep_id, &f->ep));
-    }
-    assert_ok(strata_worker_register_sub(f->w, "fill", fill_fn, f, &f->fill));
-    assert_ok(strata_worker_register_sub(f->w, "check", check_fn, f, &f->check));
-    assert_ok(strata_worker_register_sub(f->w, "gate_wait", gate_wait_fn, f, &f->gate_wait));
-    assert_ok(st_register_next_level(f->w, "nl", NULL, NULL, NULL, &f->nl));
-    assert_ok(strata_worker_init(f->w));
-    assert_ok(strata_buffer_create(f->w, 4096, &f->buf));
+    ts_worker_opts o;
+    ts_worker_opts_init(&o);
+    o.cfg = *cfg;
+    o.endpoints = manual_endpoint ? 1 : 0;
+    o.manual_endpoints = 1;
+    o.buffers[0] = 4096;
+    o.subs[0] = (ts_sub){"fill", fill_fn, f, &f->fill};
+    o.subs[1] = (ts_sub){"check", check_fn, f, &f->check};
+    o.subs[2] = (ts_sub){"gate_wait", gate_wait_fn, f, &f->gate_wait};
+    ts_worker_open(&f->t, &o);
     return f;
 }
 
@@ -132,37 +121,12 @@ static sfx *make(void) {
 }
 
 static void destroy(sfx *f) {
-    atomic_store(&f->gate, 1);
-    strata_worker_destroy(f->w);
-    strata_buffer_destroy(f->buf);
-    assert_int_equal(atomic_load(&f->gate_timeouts), 0);
+    ts_worker_close(&f->t); /* opens the gate, asserts no gate_wait task timed out */
     free(f);
 }
 
-static void record(sfx *f, int rc) {
-    if (f->nr >= MAX_RECORDS)
-        return;
-    result *r = &f->r[f->nr++];
-    r->rc = rc;
-    snprintf(r->msg, sizeof r->msg, "%s", rc != STRATA_OK ? strata_error_message() : "");
-}
-
-#define RECORD(f, expr)                                                                            \
-    do {                                                                                           \
-        st_clear_error();                                                                          \
-        record((f), (expr));                                                                       \
-    } while (0)
-
-#define assert_result(f, i, status, needle)                                                        \
-    do {                                                                                           \
-        assert_true((i) < (f)->nr);                                                                \
-        const result *ar_ = &(f)->r[(i)];                                                          \
-        if (ar_->rc != (status))                                                                   \
-            fail_msg("call %d returned %s (%d), expected %s: %s", (i),                             \
-                     strata_status_name(ar_->rc), ar_->rc, strata_status_name(status), ar_->msg);  \
-        if ((status) != STRATA_OK && !strcasestr(ar_->msg, (needle)))                              \
-            fail_msg("call %d: message '%s' does not mention '%s'", (i), ar_->msg, (needle));      \
-    } while (0)
+#define RECORD(f, expr) TS_PROBE(&(f)->pr, expr)
+#define assert_result(f, i, status, needle) assert_probe(&(f)->pr, i, status, needle)
 
 /* Submit fn(value) with one tensor under tag. */
 static int submit1(strata_orch *o, strata_callable fn, strata_tensor *t, strata_tag tag,
@@ -179,12 +143,12 @@ static int submit1(strata_orch *o, strata_callable fn, strata_tensor *t, strata_
 
 /* Nothing left behind: every slot free, every ring empty. */
 static void assert_engine_idle(sfx *f) {
-    st_engine_lock(f->w);
-    uint32_t nfree = f->w->slots.nfree, cap = f->w->slots.capacity;
+    st_engine_lock(f->t.w);
+    uint32_t nfree = f->t.w->slots.nfree, cap = f->t.w->slots.capacity;
     uint64_t used[ST_HEAP_RINGS];
     for (int r = 0; r < ST_HEAP_RINGS; r++)
-        used[r] = st_heap_ring_bytes(&f->w->heap) ? st_heap_used(&f->w->heap, r) : 0;
-    st_engine_unlock(f->w);
+        used[r] = st_heap_ring_bytes(&f->t.w->heap) ? st_heap_used(&f->t.w->heap, r) : 0;
+    st_engine_unlock(f->t.w);
     assert_int_equal(nfree, cap);
     for (int r = 0; r < ST_HEAP_RINGS; r++)
         if (used[r] != 0)
@@ -217,7 +181,7 @@ static int orch_nest_to_the_limit(strata_orch *o, void *arg) {
 static void nesting_limit_counts_the_outer_scope(void **state) {
     (void)state;
     sfx *f = make();
-    assert_ok(strata_worker_run(f->w, orch_nest_to_the_limit, f));
+    assert_ok(strata_worker_run(f->t.w, orch_nest_to_the_limit, f));
     assert_int_equal(f->iterations, STRATA_MAX_SCOPE_DEPTH - 1);
     assert_result(f, 0, STRATA_ECAPACITY, "STRATA_MAX_SCOPE_DEPTH");
     assert_result(f, 1, STRATA_OK, "");
@@ -243,7 +207,7 @@ static int orch_end_without_begin(strata_orch *o, void *arg) {
 static void scope_end_without_an_open_scope_is_estate(void **state) {
     (void)state;
     sfx *f = make();
-    assert_ok(strata_worker_run(f->w, orch_end_without_begin, f));
+    assert_ok(strata_worker_run(f->t.w, orch_end_without_begin, f));
     assert_result(f, 0, STRATA_ESTATE, "no scope is open");
     assert_result(f, 1, STRATA_OK, "");
     assert_result(f, 2, STRATA_OK, "");
@@ -262,8 +226,8 @@ static void every_run_starts_at_depth_one(void **state) {
     (void)state;
     sfx *f = make();
     for (int i = 0; i < 40; i++) /* 80 begins in all: more than the limit */
-        assert_ok(strata_worker_run(f->w, orch_scope_calls_per_run, f));
-    assert_int_equal(f->nr, 80);
+        assert_ok(strata_worker_run(f->t.w, orch_scope_calls_per_run, f));
+    assert_int_equal(f->pr.n, 80);
     for (int i = 0; i < 80; i++)
         assert_result(f, i, STRATA_OK, "");
     destroy(f);
@@ -294,14 +258,14 @@ static void scopes_left_open_are_closed_when_the_function_returns(void **state) 
     (void)state;
     sfx *f = make();
     open_ctx c = {.f = f};
-    assert_ok(strata_worker_run(f->w, orch_leave_scopes_open, &c));
-    for (int i = 0; i < f->nr; i++)
+    assert_ok(strata_worker_run(f->t.w, orch_leave_scopes_open, &c));
+    for (int i = 0; i < f->pr.n; i++)
         assert_result(f, i, STRATA_OK, "");
     assert_int_equal(atomic_load(&f->tasks_done), 10);
     assert_int_equal(atomic_load(&f->bad_values), 0);
     assert_engine_idle(f);
-    f->nr = 0;
-    assert_ok(strata_worker_run(f->w, orch_leave_scopes_open, &c)); /* and again */
+    f->pr.n = 0;
+    assert_ok(strata_worker_run(f->t.w, orch_leave_scopes_open, &c)); /* and again */
     assert_engine_idle(f);
     destroy(f);
 }
@@ -311,13 +275,13 @@ static void scopes_left_open_by_a_failing_function_are_closed(void **state) {
     sfx *f = make();
     open_ctx c = {.f = f, .fail = 1};
     strata_run *h;
-    assert_ok(strata_worker_submit(f->w, orch_leave_scopes_open, &c, &h));
+    assert_ok(strata_worker_submit(f->t.w, orch_leave_scopes_open, &c, &h));
     assert_status(STRATA_EINVAL, strata_run_wait(h, STRATA_WAIT_FOREVER));
     assert_non_null(strstr(strata_run_error(h), "deliberate failure"));
     strata_run_release(h);
     assert_engine_idle(f);
     c.fail = 0;
-    assert_ok(strata_worker_run(f->w, orch_leave_scopes_open, &c)); /* the worker is fine */
+    assert_ok(strata_worker_run(f->t.w, orch_leave_scopes_open, &c)); /* the worker is fine */
     assert_engine_idle(f);
     destroy(f);
 }
@@ -342,7 +306,7 @@ static int orch_alloc_loop(strata_orch *o, void *arg) {
         int64_t n = LOOP_ELEMS;
         int rc = strata_orch_alloc(o, 1, &n, STRATA_I32, &t);
         if (rc != STRATA_OK) {
-            record(f, rc);
+            ts_probe_record(&f->pr, rc);
             return rc;
         }
         STRATA_TRY(submit1(o, f->fill, &t, STRATA_OUT, (uint64_t)i));
@@ -368,7 +332,7 @@ static void scope_end_reclaims_inner_memory_so_a_small_ring_suffices(void **stat
     cfg.capacity_timeout_ns = 10 * SEC; /* waiting for reclamation is expected here */
     sfx *f = make_cfg(&cfg, 0);
     loop_ctx c = {.f = f, .use_begin = 1, .use_end = 1};
-    int rc = strata_worker_run(f->w, orch_alloc_loop, &c);
+    int rc = strata_worker_run(f->t.w, orch_alloc_loop, &c);
     if (rc != STRATA_OK)
         fail_msg("run failed after %d iterations: %s", f->iterations, strata_error_message());
     assert_int_equal(f->iterations, LOOP_ITERATIONS);
@@ -383,7 +347,7 @@ static void assert_heap_exhausted(sfx *f, int run_rc) {
     assert_int_equal(run_rc, STRATA_ECAPACITY);
     if (!strcasestr(strata_error_message(), "heap_ring_bytes"))
         fail_msg("run error '%s' does not name heap_ring_bytes", strata_error_message());
-    assert_int_equal(f->nr, 1);
+    assert_int_equal(f->pr.n, 1);
     assert_result(f, 0, STRATA_ECAPACITY, "heap_ring_bytes");
     assert_engine_idle(f);
 }
@@ -393,7 +357,7 @@ static void without_scope_end_the_ring_is_exhausted(void **state) {
     strata_worker_config cfg = small_heap_config();
     sfx *f = make_cfg(&cfg, 0);
     loop_ctx c = {.f = f, .use_begin = 1, .use_end = 0};
-    assert_heap_exhausted(f, strata_worker_run(f->w, orch_alloc_loop, &c));
+    assert_heap_exhausted(f, strata_worker_run(f->t.w, orch_alloc_loop, &c));
     /* depth 2 -> ring 1, depth 3 -> ring 2, depth >= 4 -> ring 3 (4 x 16 KiB fit) */
     assert_int_equal(f->iterations, 6);
     assert_int_equal(atomic_load(&f->bad_values), 0);
@@ -405,7 +369,7 @@ static void without_any_scope_the_outer_scope_holds_everything(void **state) {
     strata_worker_config cfg = small_heap_config();
     sfx *f = make_cfg(&cfg, 0);
     loop_ctx c = {.f = f, .use_begin = 0, .use_end = 0};
-    assert_heap_exhausted(f, strata_worker_run(f->w, orch_alloc_loop, &c));
+    assert_heap_exhausted(f, strata_worker_run(f->t.w, orch_alloc_loop, &c));
     assert_int_equal(f->iterations, 4); /* ring 0 holds 4 x 16 KiB */
     destroy(f);
 }
@@ -415,8 +379,8 @@ static void heap_exhausted_message_states_the_current_size(void **state) {
     strata_worker_config cfg = small_heap_config();
     sfx *f = make_cfg(&cfg, 0);
     loop_ctx c = {.f = f, .use_begin = 0, .use_end = 0};
-    assert_status(STRATA_ECAPACITY, strata_worker_run(f->w, orch_alloc_loop, &c));
-    const char *m = f->r[0].msg;
+    assert_status(STRATA_ECAPACITY, strata_worker_run(f->t.w, orch_alloc_loop, &c));
+    const char *m = f->pr.p[0].msg;
     /* "what to change": the message should say what heap_ring_bytes is now (64 KiB) */
     if (!strstr(m, "65536") && !strcasestr(m, "64 KiB") && !strcasestr(m, "64KiB"))
         fail_msg("message '%s' does not state the current heap_ring_bytes (64 KiB)", m);
@@ -451,7 +415,7 @@ static int orch_alloc_per_depth(strata_orch *o, void *arg) {
 
 static int ring_of(sfx *f, const void *p, uint64_t bytes) {
     for (int r = 0; r < ST_HEAP_RINGS; r++) {
-        const char *base = f->w->heap.rings[r].base;
+        const char *base = f->t.w->heap.rings[r].base;
         if ((const char *)p >= base && (const char *)p + bytes <= base + f->cfg.heap_ring_bytes)
             return r;
     }
@@ -464,8 +428,8 @@ static void allocations_come_from_the_ring_of_their_scope_depth(void **state) {
     default_config(&cfg);
     cfg.heap_ring_bytes = 64 * KIB;
     sfx *f = make_cfg(&cfg, 0);
-    assert_ok(strata_worker_run(f->w, orch_alloc_per_depth, f));
-    for (int i = 0; i < f->nr; i++)
+    assert_ok(strata_worker_run(f->t.w, orch_alloc_per_depth, f));
+    for (int i = 0; i < f->pr.n; i++)
         assert_result(f, i, STRATA_OK, "");
     const int expected[6] = {0, 1, 2, 3, 3, 3};
     for (int i = 0; i < 6; i++) {
@@ -494,7 +458,7 @@ static int orch_heap_disabled(strata_orch *o, void *arg) {
     int64_t n = 16;
     RECORD(f, strata_orch_alloc(o, 1, &n, STRATA_I32, &t)); /* 0 */
     strata_tensor user;
-    RECORD(f, strata_tensor_contiguous(f->buf, STRATA_I32, 1, &n, &user)); /* 1 */
+    RECORD(f, strata_tensor_contiguous(f->t.buf[0], STRATA_I32, 1, &n, &user)); /* 1 */
     RECORD(f, submit1(o, f->fill, &user, STRATA_OUT, 3)); /* 2: user memory is fine */
     strata_tensor out;
     memset(&out, 0, sizeof out);
@@ -511,14 +475,14 @@ static void disabled_heap_fails_runtime_allocations_naming_the_setting(void **st
     default_config(&cfg);
     cfg.heap_ring_bytes = 0;
     sfx *f = make_cfg(&cfg, 0);
-    int rc = strata_worker_run(f->w, orch_heap_disabled, f);
+    int rc = strata_worker_run(f->t.w, orch_heap_disabled, f);
     assert_result(f, 0, STRATA_ECAPACITY, "heap_ring_bytes");
     assert_result(f, 1, STRATA_OK, "");
     assert_result(f, 2, STRATA_OK, "");
     assert_result(f, 3, STRATA_ECAPACITY, "heap_ring_bytes");
     /* the run may carry the failed submit as its error, but it ends */
     assert_true(rc == STRATA_OK || rc == STRATA_ECAPACITY);
-    const int32_t *p = strata_buffer_data(f->buf);
+    const int32_t *p = strata_buffer_data(f->t.buf[0]);
     assert_int_equal(p[0], 3);
     assert_engine_idle(f);
     destroy(f);
@@ -543,8 +507,8 @@ static void scope_end_does_not_wait_for_its_tasks(void **state) {
     (void)state;
     sfx *f = make();
     strata_run *h;
-    assert_ok(strata_worker_submit(f->w, orch_scope_end_with_running_task, f, &h));
-    atomic_store(&f->gate, 1);
+    assert_ok(strata_worker_submit(f->t.w, orch_scope_end_with_running_task, f, &h));
+    ts_gate_open(&f->t);
     assert_ok(strata_run_wait(h, STRATA_WAIT_FOREVER));
     strata_run_release(h);
     for (int i = 0; i < 5; i++)
@@ -567,15 +531,15 @@ static int orch_next_level_chain(strata_orch *o, void *arg) {
     sfx *f = c->f;
     strata_tensor t;
     int64_t n = 16;
-    STRATA_TRY(strata_tensor_contiguous(f->buf, STRATA_I32, 1, &n, &t));
+    STRATA_TRY(strata_tensor_contiguous(f->t.buf[0], STRATA_I32, 1, &n, &t));
     for (int i = 0; i < c->ntasks; i++) {
         strata_task_args a;
         strata_args_init(&a);
         strata_args_add_scalar(&a, (uint64_t)i);
         strata_args_add_tensor(&a, &t, STRATA_INOUT);
         st_clear_error();
-        int rc = strata_orch_submit_next_level(o, f->nl, &a, NULL, f->ep_id);
-        record(f, rc);
+        int rc = strata_orch_submit_next_level(o, f->t.nl, &a, NULL, f->t.ep_id[0]);
+        ts_probe_record(&f->pr, rc);
         if (rc != STRATA_OK)
             return rc;
         f->iterations = i + 1;
@@ -593,16 +557,16 @@ static void full_task_window_times_out_naming_task_window(void **state) {
     chain_ctx c = {.f = f, .ntasks = 8};
     strata_run *h;
     /* The first task is held by the endpoint; the next three wait on it. */
-    assert_ok(strata_worker_submit(f->w, orch_next_level_chain, &c, &h));
+    assert_ok(strata_worker_submit(f->t.w, orch_next_level_chain, &c, &h));
     assert_int_equal(f->iterations, 4);
     for (int i = 0; i < 4; i++)
         assert_result(f, i, STRATA_OK, "");
     assert_result(f, 4, STRATA_ECAPACITY, "task_window");
-    assert_int_equal(st_test_ep_finish(f->ep, STRATA_OK, "", 10 * SEC), 0);
+    assert_int_equal(st_test_ep_finish(f->t.ep[0], STRATA_OK, "", 10 * SEC), 0);
     assert_status(STRATA_ECAPACITY, strata_run_wait(h, STRATA_WAIT_FOREVER));
     assert_non_null(strstr(strata_run_error(h), "task_window"));
     strata_run_release(h);
-    assert_int_equal(st_test_ep_count(f->ep), 1); /* the waiting ones were cancelled */
+    assert_int_equal(st_test_ep_count(f->t.ep[0]), 1); /* the waiting ones were cancelled */
     assert_engine_idle(f);
     destroy(f);
 }
@@ -615,7 +579,7 @@ typedef struct finisher {
 static void *finish_held_tasks(void *arg) {
     finisher *fin = arg;
     for (int i = 0; i < fin->n; i++) {
-        if (st_test_ep_finish(fin->f->ep, STRATA_OK, "", 10 * SEC) != 0)
+        if (st_test_ep_finish(fin->f->t.ep[0], STRATA_OK, "", 10 * SEC) != 0)
             break;
         fin->finished++;
     }
@@ -632,14 +596,14 @@ static void full_task_window_waits_for_a_slot_to_free(void **state) {
     pthread_t t;
     assert_int_equal(pthread_create(&t, NULL, finish_held_tasks, &fin), 0);
     chain_ctx c = {.f = f, .ntasks = 20};
-    int rc = strata_worker_run(f->w, orch_next_level_chain, &c);
+    int rc = strata_worker_run(f->t.w, orch_next_level_chain, &c);
     pthread_join(t, NULL);
     assert_ok(rc);
     assert_int_equal(fin.finished, 20);
     assert_int_equal(f->iterations, 20);
-    assert_int_equal(st_test_ep_count(f->ep), 20);
+    assert_int_equal(st_test_ep_count(f->t.ep[0]), 20);
     for (uint32_t i = 0; i < 20; i++)
-        assert_int_equal(st_test_ep_record_at(f->ep, i).scalar0, i); /* in chain order */
+        assert_int_equal(st_test_ep_record_at(f->t.ep[0], i).scalar0, i); /* in chain order */
     assert_engine_idle(f);
     destroy(f);
 }

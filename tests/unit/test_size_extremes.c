@@ -81,34 +81,24 @@ static void assert_fails_cleanly(int rc, const char *call) {
 
 /* ---- host buffers --------------------------------------------------------------- */
 
-typedef struct fixture {
-    strata_worker *w;
-    strata_buffer *buf;
-    strata_callable noop;
-} fixture;
-
-static int noop_fn(const strata_task_args *a, void *u) {
-    (void)a, (void)u;
-    return 0;
-}
+/* The fixture's worker: one sub worker ("noop" is its task), 1 MiB heap
+ * rings, one BUF_BYTES buffer. */
+typedef ts_worker fixture;
 
 static fixture *make(void) {
     fixture *f = calloc(1, sizeof *f);
     assert_non_null(f);
-    strata_worker_config cfg;
-    strata_worker_config_init(&cfg);
-    cfg.sub_workers = 1;
-    cfg.heap_ring_bytes = 1 << 20;
-    assert_ok(strata_worker_create(&cfg, &f->w));
-    assert_ok(strata_worker_register_sub(f->w, "noop", noop_fn, NULL, &f->noop));
-    assert_ok(strata_worker_init(f->w));
-    assert_ok(strata_buffer_create(f->w, BUF_BYTES, &f->buf));
+    ts_worker_opts o;
+    ts_worker_opts_init(&o);
+    o.cfg.sub_workers = 1;
+    o.cfg.heap_ring_bytes = 1 << 20;
+    o.buffers[0] = BUF_BYTES;
+    ts_worker_open(f, &o);
     return f;
 }
 
 static void destroy(fixture *f) {
-    strata_buffer_destroy(f->buf);
-    strata_worker_destroy(f->w);
+    ts_worker_close(f);
     free(f);
 }
 
@@ -166,7 +156,7 @@ static void views_at_the_extremes_match_the_oracle(void **state) {
                                         if (shape[k] < 1)
                                             fits = -1;
                                 strata_tensor t;
-                                int rc = strata_tensor_view(f->buf, offsets[o], dtypes[d], rank,
+                                int rc = strata_tensor_view(f->buf[0], offsets[o], dtypes[d], rank,
                                                             shape, t0 >= 0 ? strides : NULL, &t);
                                 if (fits == 1) {
                                     if (rc != STRATA_OK)
@@ -253,7 +243,7 @@ static void hand_made_views_at_the_extremes_match_the_oracle(void **state) {
     fixture *f = make();
     int64_t one = 1;
     strata_tensor base;
-    assert_ok(strata_tensor_view(f->buf, 0, STRATA_F64, 1, &one, NULL, &base));
+    assert_ok(strata_tensor_view(f->buf[0], 0, STRATA_F64, 1, &one, NULL, &base));
     for (int rank = 1; rank <= 5; rank += 4)
         for (int s = 0; s < NEXT; s++)
             for (int st = 0; st < NEXT; st++)
