@@ -29,7 +29,7 @@
 
 typedef struct ctx {
     ts_worker t;
-    strata_callable meet, set_and_return, long_message;
+    strata_callable meet, set_and_return, long_message, null_format;
     int nsubs;
     _Atomic int arrived;
     _Atomic int missed; /* rendezvous that gave up */
@@ -315,6 +315,39 @@ static void a_long_task_message_is_cut_cleanly(void **state) {
     ts_worker_close(&c.t);
 }
 
+/* A NULL format is bad input like any other: the task fails, the process
+ * does not (strata_program_fail ignores a NULL format the same way). */
+static int null_format_fn(const strata_task_args *a, void *user) {
+    (void)a, (void)user;
+    const char *volatile fmt = NULL; /* not known at compile time */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wformat-security"
+#pragma GCC diagnostic ignored "-Wformat-nonliteral"
+    strata_task_set_error(fmt);
+#pragma GCC diagnostic pop
+    return 1;
+}
+
+static int orch_null_format(strata_orch *o, void *arg) {
+    ctx *c = arg;
+    strata_task_args a;
+    strata_args_init(&a);
+    return strata_orch_submit_sub(o, c->null_format, &a);
+}
+
+static void a_null_format_fails_the_task_not_the_process(void **state) {
+    (void)state;
+    ctx c;
+    open_ctx(&c, 1, 20000);
+    assert_ok(strata_worker_register_sub(c.t.w, "null_format", null_format_fn, &c, &c.null_format));
+    strata_run *h;
+    assert_ok(strata_worker_submit(c.t.w, orch_null_format, &c, &h));
+    assert_status(STRATA_ETASK, strata_run_wait(h, STRATA_WAIT_FOREVER));
+    ts_assert_mentions(strata_run_error(h), "task 'null_format' #1 failed");
+    strata_run_release(h);
+    ts_worker_close(&c.t);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(every_sub_worker_runs_tasks),
@@ -325,6 +358,7 @@ int main(void) {
         cmocka_unit_test(a_message_set_by_a_body_that_succeeds_is_dropped),
         cmocka_unit_test(an_earlier_tasks_message_never_reaches_a_later_failure),
         cmocka_unit_test(a_long_task_message_is_cut_cleanly),
+        cmocka_unit_test(a_null_format_fails_the_task_not_the_process),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
