@@ -45,6 +45,8 @@ static _Thread_local char tls_task_msg[ST_MSG_MAX];
 static _Thread_local int tls_task_msg_set;
 
 void strata_task_set_error(const char *fmt, ...) {
+    if (!fmt)
+        return; /* no message: the failure names the returned value (as strata_program_fail) */
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(tls_task_msg, sizeof tls_task_msg, fmt, ap);
