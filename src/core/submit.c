@@ -84,7 +84,7 @@ static int submit_common(strata_orch *o, st_slot_kind kind, strata_callable fn,
                        what, n, n, w->nsubs);
     STRATA_TRY(
         st_check_callable(w, fn, kind == ST_SLOT_SUB ? ST_CALLABLE_SUB : ST_CALLABLE_NEXT, what));
-    if (targets)
+    if (kind == ST_SLOT_NEXT) /* next-level tasks always name their workers */
         STRATA_TRY(st_check_targets(w, targets, n, what));
     STRATA_TRY(st_check_args(args, n, targets, what));
     if (cfg && (cfg->flags & ~STRATA_CALL_DIAGNOSTICS))
@@ -181,8 +181,7 @@ int strata_orch_submit_next_level(strata_orch *o, strata_callable fn, strata_tas
 int strata_orch_submit_next_level_group(strata_orch *o, strata_callable fn, strata_task_args *args,
                                         const strata_call_config *cfg, const int *worker_ids,
                                         int n) {
-    if (!worker_ids)
-        return st_fail(STRATA_EINVAL, "strata_orch_submit_next_level_group: worker_ids is NULL");
+    /* A NULL worker_ids is refused by the target check, after the state check. */
     return submit_common(o, ST_SLOT_NEXT, fn, args, n, worker_ids, cfg,
                          "strata_orch_submit_next_level_group");
 }

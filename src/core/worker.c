@@ -177,7 +177,13 @@ st_endpoint *st_worker_next_endpoint(strata_worker *w, int worker_id) {
 }
 
 int strata_worker_next_level_count(const strata_worker *w) {
-    return w ? w->nnext : 0;
+    if (!w)
+        return 0;
+    strata_worker *mw = (strata_worker *)w; /* the lock is not part of the worker's value */
+    st_engine_lock(mw);
+    int n = mw->nnext;
+    st_engine_unlock(mw);
+    return n;
 }
 
 static uint64_t digest_of(const char *name, st_callable_kind kind) {
@@ -347,26 +353,30 @@ int strata_worker_close(strata_worker *w) {
      * workers for a moment (core/helping.c). */
     while (atomic_load(&w->lingering_helpers) > 0)
         sched_yield();
+    /* Detach the next-level table under the lock first: a worker-level chip
+     * call that looks a chip up from now on finds none. */
+    st_engine_lock(w);
+    int nnext = w->nnext;
+    w->nnext = 0;
+    st_engine_unlock(w);
     if (!was_running) {
         /* Never initialised: endpoints added but never started. */
-        for (int i = 0; i < w->nnext; i++) {
+        for (int i = 0; i < nnext; i++) {
             w->next[i].ep->ops->stop(w->next[i].ep);
             w->next[i].ep->ops->destroy(w->next[i].ep);
         }
-        w->nnext = 0;
         return STRATA_OK;
     }
     for (int i = 0; i < w->nsubs; i++)
         w->subs[i].ep->ops->stop(w->subs[i].ep);
-    for (int i = 0; i < w->nnext; i++)
+    for (int i = 0; i < nnext; i++)
         w->next[i].ep->ops->stop(w->next[i].ep);
     st_sched_stop(w);
     for (int i = 0; i < w->nsubs; i++)
         w->subs[i].ep->ops->destroy(w->subs[i].ep);
-    for (int i = 0; i < w->nnext; i++)
+    for (int i = 0; i < nnext; i++)
         w->next[i].ep->ops->destroy(w->next[i].ep);
     w->nsubs = 0;
-    w->nnext = 0;
     return STRATA_OK;
 }
 

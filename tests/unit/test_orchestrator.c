@@ -177,6 +177,9 @@ static void orch_pointer_used_after_function_returned_is_estate(void **state) {
                  strata_orch_submit_sub_group(o, f->t.count, &a, 1));
     assert_fails(STRATA_ESTATE, "outside an orchestration function",
                  strata_orch_submit_next_level_group(o, f->t.nl, &a, NULL, ids, 1));
+    /* The state is checked before the arguments, NULL worker ids included. */
+    assert_fails(STRATA_ESTATE, "outside an orchestration function",
+                 strata_orch_submit_next_level_group(o, f->t.nl, &a, NULL, NULL, 1));
     assert_fails(STRATA_ESTATE, "outside an orchestration function",
                  strata_orch_alloc(o, 1, &n, STRATA_I32, &t));
     assert_fails(STRATA_ESTATE, "outside an orchestration function", strata_orch_scope_begin(o));
