@@ -68,7 +68,9 @@ typedef struct strata_buffer_id {
 } strata_buffer_id;
 
 /* A view of a buffer. Filled by strata_tensor_view()/strata_tensor_contiguous()
- * or by strata_orch_alloc(); treat the fields as read-only. */
+ * or by strata_orch_alloc(); treat the fields as read-only. It is all there is
+ * to a tensor: the runtime keeps what it knows about runtime memory (which task
+ * owns it) itself, found by the identity. */
 typedef struct strata_tensor {
     void *base;             /* start of the buffer (the view starts at base + offset) */
     uint64_t buffer_bytes;  /* size of the whole buffer */
@@ -77,11 +79,9 @@ typedef struct strata_tensor {
     uint8_t dtype;          /* strata_dtype */
     uint8_t rank;           /* 1..STRATA_MAX_RANK (0 only for an unset tensor) */
     uint8_t mem;            /* strata_mem_kind */
-    uint8_t reserved_;      /* zero */
-    uint32_t reserved2_;    /* zero */
+    uint8_t pad_[5];        /* padding, zero: named so a tensor has no uninitialised bytes */
     int64_t shape[STRATA_MAX_RANK];
     int64_t strides[STRATA_MAX_RANK]; /* in elements, each > 0 */
-    uint64_t holder_; /* internal: task that owns runtime memory (0 for user memory) */
 } strata_tensor;
 
 /* Address of element [0,...,0]. */

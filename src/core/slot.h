@@ -109,7 +109,7 @@ typedef struct st_slot {
     int fail_status; /* status of the failure (ETASK, EENDPOINT, ECANCELED) */
     /* A single task's args with up to ST_INLINE_TENSORS tensors live here: only
      * the used prefix of a strata_task_args is ever read or written, so the
-     * slot stays small (a full strata_task_args is 2.3 KiB). */
+     * slot stays small (a full strata_task_args is 2.2 KiB). */
     _Alignas(strata_task_args) unsigned char inline_args[ST_INLINE_ARGS_BYTES];
 } st_slot;
 
