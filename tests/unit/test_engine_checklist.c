@@ -58,7 +58,7 @@ static void sleep_us(long us) {
     nanosleep(&ts, NULL);
 }
 
-static int count_fn(const strata_task_args *a, void *u) {
+static int count_fn(const strata_task_view *a, void *u) {
     (void)a;
     atomic_fetch_add((_Atomic int *)u, 1);
     return 0;
@@ -67,7 +67,7 @@ static int count_fn(const strata_task_args *a, void *u) {
 /* Waits until the test opens the gate. The last task of a run that a
  * concurrent close waits for is a gate task: opening the gate touches only
  * the fixture, never an endpoint that close is about to free. */
-static int gate_fn(const strata_task_args *a, void *u) {
+static int gate_fn(const strata_task_view *a, void *u) {
     (void)a;
     cfx *f = u;
     uint64_t deadline = st_deadline_after(10 * SEC);
@@ -82,7 +82,7 @@ static int gate_fn(const strata_task_args *a, void *u) {
 }
 
 /* Checks every argument of a task carrying the most tensors and scalars. */
-static int args_check_fn(const strata_task_args *a, void *u) {
+static int args_check_fn(const strata_task_view *a, void *u) {
     (void)u;
     if (a->ntensors != STRATA_MAX_TENSORS || a->nscalars != STRATA_MAX_SCALARS) {
         strata_task_set_error("%u tensors and %u scalars arrived", a->ntensors, a->nscalars);

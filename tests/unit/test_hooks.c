@@ -32,7 +32,7 @@ typedef struct fixture {
     int finish_status; /* how the held producer ends inside the wiring hook */
 } fixture;
 
-static int count_fn(const strata_task_args *a, void *u) {
+static int count_fn(const strata_task_view *a, void *u) {
     (void)a;
     atomic_fetch_add((_Atomic int *)u, 1);
     return 0;
@@ -184,7 +184,7 @@ typedef struct claim_watch {
     strata_callable body;
 } claim_watch;
 
-static int watched_body(const strata_task_args *a, void *u) {
+static int watched_body(const strata_task_view *a, void *u) {
     (void)a;
     atomic_fetch_add(&((claim_watch *)u)->bodies, 1);
     return 0;

@@ -24,19 +24,19 @@ typedef struct fixture {
     strata_buffer *buf;
 } fixture;
 
-static int noop_fn(const strata_task_args *a, void *u) {
+static int noop_fn(const strata_task_view *a, void *u) {
     (void)a;
     (void)u;
     return 0;
 }
 
-static int fail_fn(const strata_task_args *a, void *u) {
+static int fail_fn(const strata_task_view *a, void *u) {
     (void)u;
     strata_task_set_error("boom %llu", (unsigned long long)strata_args_scalar(a, 0));
     return 7;
 }
 
-static int count_fn(const strata_task_args *a, void *u) {
+static int count_fn(const strata_task_view *a, void *u) {
     (void)a;
     atomic_fetch_add((_Atomic int *)u, 1);
     return 0;

@@ -30,20 +30,20 @@ typedef struct fixture {
     strata_buffer *buf;
 } fixture;
 
-static int noop_fn(const strata_task_args *a, void *u) {
+static int noop_fn(const strata_task_view *a, void *u) {
     (void)a;
     (void)u;
     return 0;
 }
 
-static int fail_fn(const strata_task_args *a, void *u) {
+static int fail_fn(const strata_task_view *a, void *u) {
     (void)a;
     (void)u;
     strata_task_set_error("producer broke");
     return 1;
 }
 
-static int record_fn(const strata_task_args *a, void *u) {
+static int record_fn(const strata_task_view *a, void *u) {
     (void)a;
     fixture *f = u;
     atomic_fetch_add(&f->counter, 1);
@@ -52,7 +52,7 @@ static int record_fn(const strata_task_args *a, void *u) {
 
 /* Group members meet: each waits (bounded) until all n arrived, proving they
  * ran at the same time on distinct workers. */
-static int meet_fn(const strata_task_args *a, void *u) {
+static int meet_fn(const strata_task_view *a, void *u) {
     fixture *f = u;
     int n = (int)strata_args_scalar(a, 0);
     int me = atomic_fetch_add(&f->nthreads, 1);

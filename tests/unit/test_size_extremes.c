@@ -87,7 +87,7 @@ typedef struct fixture {
     strata_callable noop;
 } fixture;
 
-static int noop_fn(const strata_task_args *a, void *u) {
+static int noop_fn(const strata_task_view *a, void *u) {
     (void)a, (void)u;
     return 0;
 }
