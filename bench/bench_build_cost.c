@@ -53,12 +53,12 @@ typedef struct build_call {
     uint64_t loop_ns; /* time spent in the submission loop */
 } build_call;
 
-static int empty_task(const strata_task_args *args, void *user) {
+static int empty_task(const strata_task_view *args, void *user) {
     return 0;
 }
 
 /* Blocks (without spinning) until the main thread opens the gate. */
-static int gate_task(const strata_task_args *args, void *user) {
+static int gate_task(const strata_task_view *args, void *user) {
     strata_side *s = user;
     while (sem_wait(&s->gate_open) != 0 && errno == EINTR) {
     }

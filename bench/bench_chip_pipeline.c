@@ -90,11 +90,11 @@ static int load_counting_sim(void) {
 
 /* ---- Programs ------------------------------------------------------------------------ */
 
-static int one_empty_kernel(strata_program_ctx *ctx, const strata_task_args *a, void *user) {
+static int one_empty_kernel(strata_program_ctx *ctx, const strata_task_view *a, void *user) {
     return strata_program_launch(ctx, "empty_kernel", 1, NULL, 0);
 }
 
-static int no_launch(strata_program_ctx *ctx, const strata_task_args *a, void *user) {
+static int no_launch(strata_program_ctx *ctx, const strata_task_view *a, void *user) {
     return 0;
 }
 

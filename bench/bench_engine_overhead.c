@@ -65,7 +65,7 @@ typedef struct strata_graph_call {
     const graph_spec *graph;
 } strata_graph_call;
 
-static int empty_task(const strata_task_args *args, void *user) {
+static int empty_task(const strata_task_view *args, void *user) {
     return 0;
 }
 

@@ -57,7 +57,7 @@ typedef struct warm_call {
     int ntasks;
 } warm_call;
 
-static int empty_task(const strata_task_args *args, void *user) {
+static int empty_task(const strata_task_view *args, void *user) {
     return 0;
 }
 

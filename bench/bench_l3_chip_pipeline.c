@@ -34,7 +34,7 @@ static void check(int rc, const char *what) {
     }
 }
 
-static int one_kernel(strata_program_ctx *ctx, const strata_task_args *a, void *user) {
+static int one_kernel(strata_program_ctx *ctx, const strata_task_view *a, void *user) {
     (void)a;
     (void)user;
     return strata_program_launch(ctx, "empty_kernel", 1, NULL, 0);

@@ -52,7 +52,7 @@ typedef struct strata_run_call {
     int ntasks;
 } strata_run_call;
 
-static int empty_task(const strata_task_args *args, void *user) {
+static int empty_task(const strata_task_view *args, void *user) {
     return 0;
 }
 

@@ -32,7 +32,7 @@ typedef struct run_arg {
 } run_arg;
 
 /* C_tile = 0 */
-static int zero_fn(const strata_task_args *args, void *user) {
+static int zero_fn(const strata_task_view *args, void *user) {
     (void)user;
     const strata_tensor *t = strata_args_tensor(args, 0);
     float *c = strata_args_data(args, 0);
@@ -42,14 +42,14 @@ static int zero_fn(const strata_task_args *args, void *user) {
 }
 
 /* total = 0 */
-static int zero_total_fn(const strata_task_args *args, void *user) {
+static int zero_total_fn(const strata_task_view *args, void *user) {
     (void)user;
     *(double *)strata_args_data(args, 0) = 0.0;
     return 0;
 }
 
 /* C_tile += A_tile x B_tile (row-major tiles inside full matrices) */
-static int mma_fn(const strata_task_args *args, void *user) {
+static int mma_fn(const strata_task_view *args, void *user) {
     (void)user;
     const strata_tensor *ta = strata_args_tensor(args, 0);
     const strata_tensor *tb = strata_args_tensor(args, 1);
@@ -69,7 +69,7 @@ static int mma_fn(const strata_task_args *args, void *user) {
 }
 
 /* out[0] = sum of the tile (double) */
-static int tile_sum_fn(const strata_task_args *args, void *user) {
+static int tile_sum_fn(const strata_task_view *args, void *user) {
     (void)user;
     const strata_tensor *tc = strata_args_tensor(args, 0);
     const float *c = strata_args_data(args, 0);
@@ -82,7 +82,7 @@ static int tile_sum_fn(const strata_task_args *args, void *user) {
 }
 
 /* out += in (scalars, double) */
-static int add_fn(const strata_task_args *args, void *user) {
+static int add_fn(const strata_task_view *args, void *user) {
     (void)user;
     *(double *)strata_args_data(args, 1) += *(const double *)strata_args_data(args, 0);
     return 0;

@@ -24,7 +24,7 @@
 enum { M = 192, N = 160, K = 128, TILE = 32, RUNS = 4 };
 
 /* The program: tensors A, B, C; scalars M, N, K, T. One block per tile of C. */
-static int gemm_program(strata_program_ctx *ctx, const strata_task_args *a, void *user) {
+static int gemm_program(strata_program_ctx *ctx, const strata_task_view *a, void *user) {
     uint64_t m = strata_args_scalar(a, 0), n = strata_args_scalar(a, 1);
     uint64_t k = strata_args_scalar(a, 2), t = strata_args_scalar(a, 3);
     uint64_t words[7] = {strata_program_arg_ptr(a, 0),

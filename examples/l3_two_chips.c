@@ -34,7 +34,7 @@ typedef struct layer {
 } layer;
 
 /* Chip program: tensors X, W, Y; scalars rows, N, K, T. One block per tile of Y. */
-static int matmul_program(strata_program_ctx *ctx, const strata_task_args *a, void *user) {
+static int matmul_program(strata_program_ctx *ctx, const strata_task_view *a, void *user) {
     uint64_t rows = strata_args_scalar(a, 0), n = strata_args_scalar(a, 1);
     uint64_t k = strata_args_scalar(a, 2), t = strata_args_scalar(a, 3);
     uint64_t words[7] = {strata_program_arg_ptr(a, 0),
@@ -57,7 +57,7 @@ static float w_value(int i) {
 }
 
 /* Sub task: X (OUT) for run scalar 0. */
-static int make_x(const strata_task_args *a, void *user) {
+static int make_x(const strata_task_view *a, void *user) {
     float *X = strata_args_data(a, 0);
     for (int i = 0; i < M * K; i++)
         X[i] = x_value(strata_args_scalar(a, 0), i);
@@ -65,7 +65,7 @@ static int make_x(const strata_task_args *a, void *user) {
 }
 
 /* Sub task: sum (OUT) = sum of relu(Y) (IN). */
-static int relu_sum(const strata_task_args *a, void *user) {
+static int relu_sum(const strata_task_view *a, void *user) {
     const float *Y = strata_args_data(a, 0);
     double s = 0;
     for (int i = 0; i < M * N; i++)

@@ -48,7 +48,7 @@
 extern "C" {
 #endif
 
-#define STRATA_BACKEND_ABI_VERSION 1u
+#define STRATA_BACKEND_ABI_VERSION 3u
 #define STRATA_BACKEND_ENTRY_SYMBOL "strata_backend_entry"
 #define STRATA_BACKEND_MAX_DEPTH 2u  /* native runs a backend may hold at once */
 #define STRATA_BACKEND_MSG_MAX 320   /* bytes of one backend message */
@@ -203,9 +203,10 @@ typedef struct strata_backend_ops {
     /* Build the run into zeroed storage: runs the program, resolves its
      * kernels, reserves device resources; submits nothing. A failure leaves
      * the storage empty (no finalize needed). Success obliges exactly one
-     * finalize. */
+     * finalize. args, and what it points at, is valid during the call only
+     * (it is what the program receives). */
     int (*prepare)(void *dev, strata_native_run *run, uint32_t program,
-                   const strata_task_args *args, const strata_call_config *cfg,
+                   const strata_task_view *args, const strata_call_config *cfg,
                    const strata_native_run_desc *desc, strata_backend_msg *m);
     /* Start execution; returns once the launch is real (acceptance written)
      * or failed. A failure before anything started leaves the run prepared. */

@@ -105,7 +105,7 @@ STRATA_API void strata_program_fail(strata_program_ctx *ctx, const char *fmt, ..
     STRATA_PRINTF_LIKE(2, 3);
 
 /* Device address of a tensor argument as a kernel argument word. */
-static inline uint64_t strata_program_arg_ptr(const strata_task_args *a, uint32_t i) {
+static inline uint64_t strata_program_arg_ptr(const strata_task_view *a, uint32_t i) {
     return i < a->ntensors ? (uint64_t)(uintptr_t)strata_tensor_data(&a->tensors[i]) : 0;
 }
 

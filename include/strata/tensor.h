@@ -1,8 +1,9 @@
 /* strata/tensor.h - buffers with identity, tensor views and task arguments.
  *
  * Owns: strata_buffer and the calls that build and validate the value types
- * a task is described with (strata_tensor, strata_task_args; their layouts
- * are in types.h, shared with the backend ABI).
+ * a task is described with (strata_tensor, strata_task_args) and read it
+ * (strata_task_view); their layouts are in types.h, shared with the backend
+ * ABI.
  * Must never: allocate on behalf of a task or know about runs; a tensor is a
  * plain value that can be copied freely.
  */
@@ -58,21 +59,23 @@ STRATA_API int strata_tensor_view(const strata_buffer *b, uint64_t offset, strat
 STRATA_API int strata_tensor_contiguous(const strata_buffer *b, strata_dtype dtype, int rank,
                                         const int64_t *shape, strata_tensor *out);
 
-/* ---- Task arguments (strata_task_args, types.h) ---------------------------- */
+/* ---- Task arguments (strata_task_args and strata_task_view, types.h) -------- */
 
+/* Building: init on the stack, add tensors and scalars, submit. */
 STRATA_API void strata_args_init(strata_task_args *a);
 
-/* Copy the used part of src (its tensors, scalars and tags) into dst. The args
- * a task body receives are only valid up to their last used tensor (strata
- * stores them compactly): copy them with this call, never by assignment. */
+/* Copy the used part of src (its tensors, scalars and tags) into dst: the
+ * same result as assignment for everything a submit reads, without copying
+ * the unused 2 KiB. */
 STRATA_API void strata_args_copy(strata_task_args *dst, const strata_task_args *src);
 STRATA_API int strata_args_add_tensor(strata_task_args *a, const strata_tensor *t, strata_tag tag);
 STRATA_API int strata_args_add_scalar(strata_task_args *a, uint64_t value);
 
-/* Typed accessors for task bodies; out-of-range indices return NULL / 0. */
-STRATA_API void *strata_args_data(const strata_task_args *a, uint32_t i);
-STRATA_API const strata_tensor *strata_args_tensor(const strata_task_args *a, uint32_t i);
-STRATA_API uint64_t strata_args_scalar(const strata_task_args *a, uint32_t i);
+/* Reading, in task bodies and chip programs (the view of a builder is
+ * strata_args_view, types.h); out-of-range indices return NULL / 0. */
+STRATA_API void *strata_args_data(const strata_task_view *a, uint32_t i);
+STRATA_API const strata_tensor *strata_args_tensor(const strata_task_view *a, uint32_t i);
+STRATA_API uint64_t strata_args_scalar(const strata_task_view *a, uint32_t i);
 
 #ifdef __cplusplus
 }

@@ -3,9 +3,11 @@
  * arguments, the per-call config, and the shape of a chip program.
  *
  * Owns: strata_dtype, strata_tag, strata_mem_kind, strata_buffer_id,
- * strata_tensor (and the inline strata_tensor_data), strata_task_args,
- * strata_call_config, the program signature (strata_program_fn; its context
- * is laid out in backend.h) and the limits these layouts are sized by.
+ * strata_tensor (and the inline strata_tensor_data), strata_task_args (the
+ * builder), strata_task_view (what task bodies and chip programs read, and
+ * the inline strata_args_view that makes one), strata_call_config, the
+ * program signature (strata_program_fn; its context is laid out in
+ * backend.h) and the limits these layouts are sized by.
  * Must never: declare a libstrata function or include another strata header.
  * A backend sees these layouts without linking libstrata, so they are part
  * of the versioned backend ABI: changing any of them bumps
@@ -68,7 +70,9 @@ typedef struct strata_buffer_id {
 } strata_buffer_id;
 
 /* A view of a buffer. Filled by strata_tensor_view()/strata_tensor_contiguous()
- * or by strata_orch_alloc(); treat the fields as read-only. */
+ * or by strata_orch_alloc(); treat the fields as read-only. It is all there is
+ * to a tensor: the runtime keeps what it knows about runtime memory (which task
+ * owns it) itself, found by the identity. */
 typedef struct strata_tensor {
     void *base;             /* start of the buffer (the view starts at base + offset) */
     uint64_t buffer_bytes;  /* size of the whole buffer */
@@ -77,11 +81,9 @@ typedef struct strata_tensor {
     uint8_t dtype;          /* strata_dtype */
     uint8_t rank;           /* 1..STRATA_MAX_RANK (0 only for an unset tensor) */
     uint8_t mem;            /* strata_mem_kind */
-    uint8_t reserved_;      /* zero */
-    uint32_t reserved2_;    /* zero */
+    uint8_t pad_[5];        /* padding, zero: named so a tensor has no uninitialised bytes */
     int64_t shape[STRATA_MAX_RANK];
     int64_t strides[STRATA_MAX_RANK]; /* in elements, each > 0 */
-    uint64_t holder_; /* internal: task that owns runtime memory (0 for user memory) */
 } strata_tensor;
 
 /* Address of element [0,...,0]. */
@@ -89,20 +91,48 @@ static inline void *strata_tensor_data(const strata_tensor *t) {
     return t->base ? (void *)((char *)t->base + t->offset) : (void *)0;
 }
 
-/* Arguments of one task: up to STRATA_MAX_TENSORS tagged tensors and
- * STRATA_MAX_SCALARS u64 scalars. A value type: init on the stack, fill, pass
- * to a submit call (which copies it). Adding past a limit fails and marks the
- * args invalid, so the later submit fails too instead of dropping arguments.
- * The calls that build and read them are in tensor.h. */
+/* The builder of one task's arguments: up to STRATA_MAX_TENSORS tagged
+ * tensors and STRATA_MAX_SCALARS u64 scalars. A value type: init on the
+ * stack, fill, pass to a submit call (which copies the used part). Adding past
+ * a limit fails and marks the args invalid, so the later submit fails too
+ * instead of dropping arguments. The calls that build them are in tensor.h.
+ * Task bodies and chip programs never see one: they get a strata_task_view. */
 typedef struct strata_task_args {
     uint32_t ntensors;
     uint32_t nscalars;
-    int32_t invalid; /* nonzero once an add failed */
-    uint32_t reserved_;
+    int32_t invalid;                  /* nonzero once an add failed */
+    uint32_t pad_;                    /* padding, zero: no uninitialised bytes */
     uint8_t tags[STRATA_MAX_TENSORS]; /* strata_tag */
     uint64_t scalars[STRATA_MAX_SCALARS];
     strata_tensor tensors[STRATA_MAX_TENSORS];
 } strata_task_args;
+
+/* A task's arguments as its body (or chip program) reads them: the counts and
+ * pointers to the arguments strata stored, which hold exactly ntensors tags
+ * and tensors and nscalars scalars (only the used part is stored). A small
+ * value type: a body may copy it by assignment and keep the copy while it
+ * runs; what it points at is valid until the body (or program) returns, and
+ * the tensors' memory is the task's to read and write. Read it through the
+ * fields or the strata_args_data / _tensor / _scalar calls (tensor.h). */
+typedef struct strata_task_view {
+    uint32_t ntensors;
+    uint32_t nscalars;
+    const uint8_t *tags;          /* ntensors entries, strata_tag */
+    const uint64_t *scalars;      /* nscalars entries */
+    const strata_tensor *tensors; /* ntensors entries */
+} strata_task_view;
+
+/* The view of the arguments in *a (no copy: valid while *a is). This is how
+ * strata builds the view a body receives, a few stores per task. */
+static inline strata_task_view strata_args_view(const strata_task_args *a) {
+    strata_task_view v;
+    v.ntensors = a->ntensors;
+    v.nscalars = a->nscalars;
+    v.tags = a->tags;
+    v.scalars = a->scalars;
+    v.tensors = a->tensors;
+    return v;
+}
 
 /* Optional per-call settings for next-level tasks and chip runs (NULL = defaults). */
 typedef struct strata_call_config {
@@ -120,8 +150,9 @@ typedef struct strata_call_config {
 typedef struct strata_program_ctx strata_program_ctx;
 
 /* A chip program: enqueues the kernel launches of one run while the backend
- * prepares it. Returns 0, or non-zero to fail the prepare. */
-typedef int (*strata_program_fn)(strata_program_ctx *ctx, const strata_task_args *args, void *user);
+ * prepares it. Returns 0, or non-zero to fail the prepare. args is valid
+ * until it returns. */
+typedef int (*strata_program_fn)(strata_program_ctx *ctx, const strata_task_view *args, void *user);
 
 #ifdef __cplusplus
 }

@@ -68,9 +68,10 @@ STRATA_API void strata_worker_destroy(strata_worker *w);
 
 /* ---- Callables ------------------------------------------------------------- */
 
-/* A host function run by a sub worker. Returns 0 on success; any other value
- * fails the task. strata_task_set_error() attaches a message to the failure. */
-typedef int (*strata_sub_fn)(const strata_task_args *args, void *user);
+/* A host function run by a sub worker. args is valid until it returns (a
+ * copy of *args is too). Returns 0 on success; any other value fails the
+ * task. strata_task_set_error() attaches a message to the failure. */
+typedef int (*strata_sub_fn)(const strata_task_view *args, void *user);
 
 /* Register a sub function under a unique name (before or after init). */
 STRATA_API int strata_worker_register_sub(strata_worker *w, const char *name, strata_sub_fn fn,

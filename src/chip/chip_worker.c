@@ -442,7 +442,8 @@ int st_cw_prepare(st_chip_worker *cw, const st_native_request *req, st_native_to
                                    .accepted = req->accepted,
                                    .accepted_value = req->accepted_value};
     strata_backend_msg m = {{0}};
-    int brc = cw->backend.ops->prepare(cw->dev, &cw->storage[req->slot], req->program, req->args,
+    strata_task_view args = strata_args_view(req->args); /* what the program reads */
+    int brc = cw->backend.ops->prepare(cw->dev, &cw->storage[req->slot], req->program, &args,
                                        req->cfg, &desc, &m);
 
     pthread_mutex_lock(&cw->mu);

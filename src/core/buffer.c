@@ -126,7 +126,7 @@ void strata_args_init(strata_task_args *a) {
     a->ntensors = 0;
     a->nscalars = 0;
     a->invalid = 0;
-    a->reserved_ = 0;
+    a->pad_ = 0;
 }
 
 void strata_args_copy(strata_task_args *dst, const strata_task_args *src) {
@@ -137,7 +137,7 @@ void strata_args_copy(strata_task_args *dst, const strata_task_args *src) {
     dst->ntensors = nt;
     dst->nscalars = ns;
     dst->invalid = src->invalid;
-    dst->reserved_ = 0;
+    dst->pad_ = 0;
     memcpy(dst->tags, src->tags, sizeof dst->tags);
     memcpy(dst->scalars, src->scalars, sizeof dst->scalars[0] * ns);
     memcpy(dst->tensors, src->tensors, sizeof dst->tensors[0] * nt);
@@ -175,14 +175,14 @@ int strata_args_add_scalar(strata_task_args *a, uint64_t value) {
     return STRATA_OK;
 }
 
-void *strata_args_data(const strata_task_args *a, uint32_t i) {
+void *strata_args_data(const strata_task_view *a, uint32_t i) {
     return a && i < a->ntensors ? strata_tensor_data(&a->tensors[i]) : NULL;
 }
 
-const strata_tensor *strata_args_tensor(const strata_task_args *a, uint32_t i) {
+const strata_tensor *strata_args_tensor(const strata_task_view *a, uint32_t i) {
     return a && i < a->ntensors ? &a->tensors[i] : NULL;
 }
 
-uint64_t strata_args_scalar(const strata_task_args *a, uint32_t i) {
+uint64_t strata_args_scalar(const strata_task_view *a, uint32_t i) {
     return a && i < a->nscalars ? a->scalars[i] : 0;
 }

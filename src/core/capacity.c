@@ -89,10 +89,11 @@ static int check_runtime_memory(strata_worker *w, st_run *r, const strata_task_a
                                 const char *what) {
     for (int m = 0; m < n; m++)
         for (uint32_t i = 0; i < args[m].ntensors; i++) {
-            uint64_t holder = args[m].tensors[i].holder_;
-            if (holder == 0 || st_needs_memory(&args[m].tensors[i], args[m].tags[i]))
+            const strata_tensor *t = &args[m].tensors[i];
+            if (!st_is_runtime_id(t->ident.id) || st_needs_memory(t, args[m].tags[i]))
                 continue;
-            st_slot *h = st_slots_get(&w->slots, holder);
+            uint64_t holder = st_runtime_holder(w, t);
+            st_slot *h = holder ? st_slots_get(&w->slots, holder) : NULL;
             if (!h)
                 return st_fail(STRATA_ESTALE,
                                "%s: member %d tensor %u is runtime memory that was already "

@@ -134,7 +134,8 @@ struct strata_worker {
     st_hook_fn hooks[ST_HOOK_COUNT];
     void *hook_ctx[ST_HOOK_COUNT];
 
-    _Atomic uint64_t next_buffer_id;
+    _Atomic uint64_t
+        next_buffer_id;   /* of strata_buffers; far below ST_RUNTIME_ID_BIT (heap_ring.h) */
     uint64_t visit_stamp; /* one per submit, for deduplicating producers */
 };
 

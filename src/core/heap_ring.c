@@ -126,6 +126,11 @@ int st_heap_try_alloc(st_heap *h, int r, uint64_t bytes, void **addr, uint64_t *
         else
             return STRATA_ECAPACITY;
     }
+    if (g->next_seq == ST_HEAP_MAX_SEQ)
+        return st_fail(STRATA_ECAPACITY,
+                       "heap ring %d made 2^%d allocations: its tickets no longer fit a buffer "
+                       "identity (create a new worker)",
+                       r, 63 - ST_RUNTIME_PIECE_BITS - 2);
     if (g->next_seq - g->head_seq == g->fifo_cap && grow_fifo(g) != STRATA_OK)
         return STRATA_ENOMEM;
     uint64_t seq = g->next_seq++;
@@ -133,12 +138,21 @@ int st_heap_try_alloc(st_heap *h, int r, uint64_t bytes, void **addr, uint64_t *
     rec->start = at;
     rec->end = at + n;
     rec->released = 0;
+    rec->owner = 0;
     g->top = at + n;
     if (wrap)
         g->wrapped = 1;
     *addr = g->base + at;
     *ticket = ((seq + 1) << 2) | (uint64_t)r;
     return STRATA_OK;
+}
+
+void st_heap_set_owner(st_heap *h, uint64_t ticket, uint64_t owner) {
+    st_heap_ring *g = &h->rings[ticket & (ST_HEAP_RINGS - 1)];
+    uint64_t seq = (ticket >> 2) - 1;
+    if (h->ring_bytes == 0 || seq < g->head_seq || seq >= g->next_seq)
+        return; /* not a live ticket */
+    g->fifo[seq & (g->fifo_cap - 1)].owner = owner;
 }
 
 void st_heap_release(st_heap *h, uint64_t ticket) {

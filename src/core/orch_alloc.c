@@ -6,10 +6,9 @@
  * Must never: hand out memory that outlives its scope's last user, or a view
  * whose size was not checked to fit.
  */
-#include <stdatomic.h>
-
 #include "core/engine.h"
 #include "core/footprint.h"
+#include "core/heap_ring.h"
 #include "core/orchestrator.h"
 #include "core/release.h"
 #include "core/run.h"
@@ -63,11 +62,10 @@ int strata_orch_alloc(strata_orch *o, int rank, const int64_t *shape, strata_dty
     s->args->nscalars = 0;
     s->has_heap = 1;
     s->heap_ticket = ticket;
-    st_view_memory mem = {
-        base, bytes, {atomic_fetch_add(&w->next_buffer_id, 1), 1, -1}, STRATA_MEM_HOST};
+    st_heap_set_owner(&w->heap, ticket, st_ref_of(s));
+    st_view_memory mem = {base, bytes, {st_runtime_id(ticket, 0), 1, -1}, STRATA_MEM_HOST};
     rc = st_view_build(&mem, 0, dtype, rank, shape, NULL, what, &t);
     ST_ASSERT(rc == STRATA_OK, "a checked runtime view failed to build");
-    t.holder_ = st_ref_of(s);
     rc = st_hold_in_scope(o, s);
     st_footprint fp;
     st_footprint_whole(bytes, &fp);

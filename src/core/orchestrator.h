@@ -85,6 +85,15 @@ static inline int st_out_memory_bytes(const strata_task_args *args, int n, uint6
 
 void st_carve_out_memory(strata_worker *w, st_slot *s, strata_task_args *user_args, char *base);
 
+/* The task that owns the runtime memory t names: its allocation's record
+ * knows (heap_ring.h). 0 for user memory, and for runtime memory already
+ * reclaimed. */
+static inline uint64_t st_runtime_holder(strata_worker *w, const strata_tensor *t) {
+    if (!st_is_runtime_id(t->ident.id))
+        return 0;
+    return st_heap_owner(&w->heap, st_runtime_ticket(t->ident.id));
+}
+
 /* ---- building a slot, lock held (submit.c) ---- */
 int st_alloc_member_arrays(st_slot *s, int n, uint32_t ntensors0);
 void st_init_slot(strata_orch *o, st_slot *s, st_slot_kind kind, strata_callable fn, int n);
@@ -115,12 +124,15 @@ static inline int st_infer_member(strata_worker *w, st_slot *s, int member, st_d
     /* Lookups of every argument first, then inserts: a task never waits on itself. */
     for (uint32_t i = 0; i < a->ntensors; i++) {
         const strata_tensor *t = &a->tensors[i];
-        if (t->holder_ != 0)
-            STRATA_TRY(st_add_dep(d, t->holder_)); /* keep runtime memory alive (checked live) */
+        uint64_t holder = 0;                 /* user memory has none: one bit of its id says so */
+        if (st_is_runtime_id(t->ident.id)) { /* keep runtime memory alive (checked live) */
+            holder = st_runtime_holder(w, t);
+            STRATA_TRY(st_add_dep(d, holder));
+        }
         if (a->tags[i] == STRATA_NO_DEP)
             continue;
         st_footprint_of(t, &fps[i]);
-        if (t->holder_ == st_ref_of(s))
+        if (holder == st_ref_of(s))
             continue; /* memory this task just received: nobody wrote it yet */
         STRATA_TRY(
             st_tmap_lookup(&w->tmap, &t->ident, &fps[i], a->tags[i] != STRATA_IN, st_add_dep, d));

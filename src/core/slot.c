@@ -86,11 +86,11 @@ void st_reflist_free(st_reflist *l) {
 
 int st_slots_init(st_slot_store *st, uint32_t capacity) {
     memset(st, 0, sizeof *st);
-    /* Padded by one full strata_task_args: a task body that (wrongly) copies
-     * the last slot's compact args by value still reads inside the block.
-     * Mapped (zeroed) with transparent huge pages allowed: a large window is
-     * touched all over, and 4 KiB pages would make every slot a TLB miss. */
-    st->map_bytes = sizeof *st->slots * capacity + sizeof(strata_task_args);
+    /* Mapped (zeroed) with transparent huge pages allowed: a large window is
+     * touched all over, and 4 KiB pages would make every slot a TLB miss.
+     * Nothing reads past a slot's compact args: task bodies get a view of the
+     * used part (strata_task_view), never the struct. */
+    st->map_bytes = sizeof *st->slots * capacity;
     st->slots = st_map_anon(st->map_bytes, MAP_PRIVATE);
     if (!st->slots) {
         size_t bytes = st->map_bytes;

@@ -108,8 +108,9 @@ typedef struct st_slot {
     uint8_t inline_member;
     int fail_status; /* status of the failure (ETASK, EENDPOINT, ECANCELED) */
     /* A single task's args with up to ST_INLINE_TENSORS tensors live here: only
-     * the used prefix of a strata_task_args is ever read or written, so the
-     * slot stays small (a full strata_task_args is 2.3 KiB). */
+     * the used prefix of a strata_task_args is ever read or written (a body
+     * reads it through a strata_task_view), so the slot stays small (a full
+     * strata_task_args is 2.2 KiB). */
     _Alignas(strata_task_args) unsigned char inline_args[ST_INLINE_ARGS_BYTES];
 } st_slot;
 
@@ -118,7 +119,7 @@ static inline strata_task_args *st_slot_inline_args(st_slot *s) {
 }
 
 typedef struct st_slot_store {
-    st_slot *slots; /* mapped: capacity slots plus padding */
+    st_slot *slots; /* mapped: capacity slots */
     size_t map_bytes;
     uint32_t capacity; /* power of two */
     uint32_t *free_stack;

@@ -56,7 +56,10 @@ void strata_task_set_error(const char *fmt, ...) {
 
 void st_run_host_callable(const st_dispatch *d, st_completion *c) {
     tls_task_msg_set = 0;
-    int rc = d->callable->fn ? d->callable->fn(d->args, d->callable->user) : 0;
+    /* The body gets a view of the stored arguments, never the stored struct:
+     * that holds only its used part, so a copy of it would read past them. */
+    strata_task_view args = strata_args_view(d->args);
+    int rc = d->callable->fn ? d->callable->fn(&args, d->callable->user) : 0;
     c->ref = d->ref;
     c->member = d->member;
     c->status = rc == 0 ? STRATA_OK : STRATA_ETASK;

@@ -39,8 +39,13 @@ int main(void) {
     strata_task_args a;
     strata_args_init(&a);
     failures += check(strata_args_add_tensor(&a, &t, STRATA_IN) == STRATA_OK, "add_tensor");
-    failures += check(strata_program_arg_ptr(&a, 0) == (uint64_t)(uintptr_t)strata_buffer_data(b),
-                      "strata_program_arg_ptr");
+    strata_task_view v = strata_args_view(&a);
+    strata_task_view copy = v; /* a view is copied by assignment */
+    failures += check(copy.ntensors == 1 && copy.tensors == a.tensors, "strata_args_view");
+    failures += check(strata_args_data(&copy, 0) == strata_buffer_data(b), "strata_args_data");
+    failures +=
+        check(strata_program_arg_ptr(&copy, 0) == (uint64_t)(uintptr_t)strata_buffer_data(b),
+              "strata_program_arg_ptr");
     strata_buffer_destroy(b);
     strata_worker_destroy(w);
     printf("%s\n", failures ? "header program failed" : "header program ok");

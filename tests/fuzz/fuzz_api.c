@@ -141,7 +141,7 @@ static void check_status(int rc) {
  * (bounded), so ASan sees any view that strata let reach outside its memory
  * and TSan any two tasks strata let write the same bytes at once. Scalar
  * 0 = 1: fail. */
-static int body_fn(const strata_task_args *a, void *user) {
+static int body_fn(const strata_task_view *a, void *user) {
     (void)user;
     for (uint32_t i = 0; i < a->ntensors; i++) {
         const strata_tensor *t = strata_args_tensor(a, i);

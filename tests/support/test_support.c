@@ -60,25 +60,25 @@ void ts_assert_probe(const ts_probes *ps, int i, int status, const char *needle,
 
 /* ---- the standard task bodies ------------------------------------------------- */
 
-int ts_noop_sub(const strata_task_args *a, void *user) {
+int ts_noop_sub(const strata_task_view *a, void *user) {
     (void)a, (void)user;
     return 0;
 }
 
-static int count_fn(const strata_task_args *a, void *user) {
+static int count_fn(const strata_task_view *a, void *user) {
     (void)a;
     atomic_fetch_add(&((ts_worker *)user)->counter, 1);
     return 0;
 }
 
-static int fail_fn(const strata_task_args *a, void *user) {
+static int fail_fn(const strata_task_view *a, void *user) {
     (void)user;
     strata_task_set_error("boom %llu", (unsigned long long)strata_args_scalar(a, 0));
     return 7;
 }
 
 /* Bounded, so a test that forgets to open the gate fails instead of hanging. */
-static int gate_fn(const strata_task_args *a, void *user) {
+static int gate_fn(const strata_task_view *a, void *user) {
     (void)a;
     ts_worker *t = user;
     uint64_t deadline = st_deadline_after(10 * TS_SEC);

@@ -136,7 +136,7 @@ typedef struct ts_worker {
 } ts_worker;
 
 /* The "noop" body: returns 0 (for registrations of the test's own). */
-int ts_noop_sub(const strata_task_args *a, void *user);
+int ts_noop_sub(const strata_task_view *a, void *user);
 
 /* The defaults: strata_worker_config_init, no endpoint, no chip, no buffer,
  * no sub of the test's. */

@@ -21,14 +21,14 @@
 /* ---- Programs -------------------------------------------------------------------------- */
 
 /* tensors a, b, c; scalar n; blocks = the call's block_dim */
-static int vadd_program(strata_program_ctx *ctx, const strata_task_args *a, void *user) {
+static int vadd_program(strata_program_ctx *ctx, const strata_task_view *a, void *user) {
     uint64_t args[4] = {strata_program_arg_ptr(a, 0), strata_program_arg_ptr(a, 1),
                         strata_program_arg_ptr(a, 2), strata_args_scalar(a, 0)};
     return strata_program_launch(ctx, "vector_add", 0, args, 4);
 }
 
 /* tensors A, B, C; scalars M, N, K, T: one block per T x T tile of C */
-static int gemm_program(strata_program_ctx *ctx, const strata_task_args *a, void *user) {
+static int gemm_program(strata_program_ctx *ctx, const strata_task_view *a, void *user) {
     uint64_t M = strata_args_scalar(a, 0), N = strata_args_scalar(a, 1),
              K = strata_args_scalar(a, 2), T = strata_args_scalar(a, 3);
     uint64_t args[7] = {strata_program_arg_ptr(a, 0),
@@ -43,7 +43,7 @@ static int gemm_program(strata_program_ctx *ctx, const strata_task_args *a, void
 }
 
 /* tensors in, partial, out; scalars n, parts: two launches, in order */
-static int reduce_program(strata_program_ctx *ctx, const strata_task_args *a, void *user) {
+static int reduce_program(strata_program_ctx *ctx, const strata_task_view *a, void *user) {
     uint64_t n = strata_args_scalar(a, 0), parts = strata_args_scalar(a, 1);
     uint64_t stage1[3] = {strata_program_arg_ptr(a, 0), strata_program_arg_ptr(a, 1), n};
     uint64_t stage2[3] = {strata_program_arg_ptr(a, 1), strata_program_arg_ptr(a, 2), parts};
@@ -51,12 +51,12 @@ static int reduce_program(strata_program_ctx *ctx, const strata_task_args *a, vo
     return strata_program_launch(ctx, "reduce_final", 1, stage2, 3);
 }
 
-static int failing_kernel_program(strata_program_ctx *ctx, const strata_task_args *a, void *u) {
+static int failing_kernel_program(strata_program_ctx *ctx, const strata_task_view *a, void *u) {
     uint64_t args[2] = {5, (uint64_t)(int64_t)-42};
     return strata_program_launch(ctx, "fail_block", 8, args, 2);
 }
 
-static int refusing_program(strata_program_ctx *ctx, const strata_task_args *a, void *u) {
+static int refusing_program(strata_program_ctx *ctx, const strata_task_view *a, void *u) {
     strata_program_fail(ctx, "expected %d tensors, got %u", 3, a->ntensors);
     return -1;
 }

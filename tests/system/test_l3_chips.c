@@ -23,7 +23,7 @@ enum { M = 64, N = 32, K = 48, T = 16, HALF = M / 2 };
 /* ---- Callables ----------------------------------------------------------------------- */
 
 /* tensors A, B, C; scalars rows, N, K, T: one block per tile of C */
-static int gemm_program(strata_program_ctx *ctx, const strata_task_args *a, void *user) {
+static int gemm_program(strata_program_ctx *ctx, const strata_task_view *a, void *user) {
     uint64_t m = strata_args_scalar(a, 0), n = strata_args_scalar(a, 1);
     uint64_t k = strata_args_scalar(a, 2), t = strata_args_scalar(a, 3);
     uint64_t words[7] = {strata_program_arg_ptr(a, 0),
@@ -42,7 +42,7 @@ static float a_value(uint64_t seed, int i) {
 }
 
 /* tensor A (OUT); scalar seed */
-static int fill_a(const strata_task_args *a, void *user) {
+static int fill_a(const strata_task_view *a, void *user) {
     float *A = strata_args_data(a, 0);
     for (int i = 0; i < M * K; i++)
         A[i] = a_value(strata_args_scalar(a, 0), i);
@@ -50,7 +50,7 @@ static int fill_a(const strata_task_args *a, void *user) {
 }
 
 /* tensors A, C (IN); user = host copy of B: C must equal A * B */
-static int check_c(const strata_task_args *a, void *user) {
+static int check_c(const strata_task_view *a, void *user) {
     const float *A = strata_args_data(a, 0), *C = strata_args_data(a, 1), *B = user;
     for (int i = 0; i < M; i++)
         for (int j = 0; j < N; j++) {
@@ -266,7 +266,7 @@ static void a_kernel_fault_on_one_chip_names_its_path_and_spares_the_other(void 
     close_worker(&f);
 }
 
-static int not_a_program(const strata_task_args *a, void *user) {
+static int not_a_program(const strata_task_view *a, void *user) {
     return 0;
 }
 

@@ -203,7 +203,7 @@ static uint32_t arith_id(uint32_t task_index, uint32_t salt) {
     return task_index + salt * 1000u;
 }
 
-static int task_body(const strata_task_args *a, void *user) {
+static int task_body(const strata_task_view *a, void *user) {
     test_ctx *ctx = user;
     uint64_t slot = strata_args_scalar(a, SC_SLOT);
     uint64_t t = strata_args_scalar(a, SC_TASK);

@@ -66,7 +66,7 @@ static bool wait_flag(atomic_int *flag, int value) {
     return true;
 }
 
-static int iso_body(const strata_task_args *a, void *user) {
+static int iso_body(const strata_task_view *a, void *user) {
     iso_ctx *ctx = user;
     uint64_t op = strata_args_scalar(a, SC_OP);
     int32_t value = (int32_t)strata_args_scalar(a, SC_VALUE);

@@ -85,7 +85,7 @@ static void apply_op(soak_op op, vec a, vec b, uint32_t c) {
     }
 }
 
-static vec vec_of(const strata_task_args *a, uint32_t i) {
+static vec vec_of(const strata_task_view *a, uint32_t i) {
     const strata_tensor *t = strata_args_tensor(a, i);
     vec v = {NULL, 0, 1};
     if (!t)
@@ -96,7 +96,7 @@ static vec vec_of(const strata_task_args *a, uint32_t i) {
     return v;
 }
 
-static int soak_body(const strata_task_args *a, void *user) {
+static int soak_body(const strata_task_view *a, void *user) {
     (void)user;
     soak_op op = (soak_op)strata_args_scalar(a, 0);
     uint32_t c = (uint32_t)strata_args_scalar(a, 1);

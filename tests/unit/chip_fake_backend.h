@@ -172,7 +172,7 @@ static int fake_unregister(void *dev, uint32_t id, strata_backend_msg *m) {
 }
 
 static int fake_prepare(void *dev, strata_native_run *s, uint32_t program,
-                        const strata_task_args *args, const strata_call_config *cfg,
+                        const strata_task_view *args, const strata_call_config *cfg,
                         const strata_native_run_desc *d, strata_backend_msg *m) {
     fake_run *r = fake_storage(s);
     if (r->magic == FAKE_MAGIC) {

@@ -49,7 +49,7 @@
 typedef struct fx fx;
 
 /* tensor 0 (I32) = scalar 0 */
-static int fill_fn(const strata_task_args *a, void *user) {
+static int fill_fn(const strata_task_view *a, void *user) {
     int32_t *p = strata_args_data(a, 0);
     for (int i = 0; i < NELEM; i++)
         p[i] = (int32_t)strata_args_scalar(a, 0);
@@ -57,7 +57,7 @@ static int fill_fn(const strata_task_args *a, void *user) {
 }
 
 /* last tensor (I32) = the sum of all the others */
-static int sum_fn(const strata_task_args *a, void *user) {
+static int sum_fn(const strata_task_view *a, void *user) {
     uint32_t n = a->ntensors;
     int32_t *out = strata_args_data(a, n - 1);
     for (int i = 0; i < NELEM; i++) {
@@ -70,7 +70,7 @@ static int sum_fn(const strata_task_args *a, void *user) {
 }
 
 /* fails unless every element of tensor 0 equals scalar 0 */
-static int check_fn(const strata_task_args *a, void *user) {
+static int check_fn(const strata_task_view *a, void *user) {
     const int32_t *p = strata_args_data(a, 0);
     for (int i = 0; i < NELEM; i++)
         if (p[i] != (int32_t)strata_args_scalar(a, 0)) {
@@ -82,7 +82,7 @@ static int check_fn(const strata_task_args *a, void *user) {
 }
 
 /* tensors a, b, c (F32 device memory); scalar n: c = a + b */
-static int vadd_program(strata_program_ctx *ctx, const strata_task_args *a, void *user) {
+static int vadd_program(strata_program_ctx *ctx, const strata_task_view *a, void *user) {
     uint64_t args[4] = {strata_program_arg_ptr(a, 0), strata_program_arg_ptr(a, 1),
                         strata_program_arg_ptr(a, 2), strata_args_scalar(a, 0)};
     return strata_program_launch(ctx, "vector_add", 2, args, 4);
@@ -107,7 +107,7 @@ struct fx {
 };
 
 /* waits until the orchestration function opens the gate */
-static int gate_fn(const strata_task_args *a, void *user) {
+static int gate_fn(const strata_task_view *a, void *user) {
     fx *f = user;
     while (!atomic_load(&f->gate_open))
         sched_yield();

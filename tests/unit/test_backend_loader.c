@@ -53,8 +53,11 @@ static void an_abi_mismatch_names_both_versions_and_asks_for_a_rebuild(void **st
     st_backend b;
     assert_status(STRATA_EABI, st_backend_load(STRATA_TEST_BAD_BACKEND_ABI_PATH, &b));
     expect_error_contains(STRATA_TEST_BAD_BACKEND_ABI_PATH);
-    expect_error_contains("version 42");
-    expect_error_contains("version 1");
+    char theirs[32], mine[32]; /* the bad backend claims ours + 41 */
+    snprintf(theirs, sizeof theirs, "version %u", STRATA_BACKEND_ABI_VERSION + 41);
+    snprintf(mine, sizeof mine, "version %u", STRATA_BACKEND_ABI_VERSION);
+    expect_error_contains(theirs);
+    expect_error_contains(mine);
     expect_error_contains("rebuild");
     assert_null(b.ops);
 }

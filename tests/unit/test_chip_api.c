@@ -25,12 +25,12 @@
 
 #define N 64
 
-static int empty_program(strata_program_ctx *ctx, const strata_task_args *a, void *user) {
+static int empty_program(strata_program_ctx *ctx, const strata_task_view *a, void *user) {
     (void)a, (void)user;
     return strata_program_launch(ctx, "empty_kernel", 1, NULL, 0);
 }
 
-static int refusing_program(strata_program_ctx *ctx, const strata_task_args *a, void *user) {
+static int refusing_program(strata_program_ctx *ctx, const strata_task_view *a, void *user) {
     (void)a, (void)user;
     strata_program_fail(ctx, "not today");
     return -1;

@@ -46,7 +46,7 @@ typedef struct probe_log {
     int n;
 } probe_log;
 
-static int probe_program(strata_program_ctx *ctx, const strata_task_args *a, void *user) {
+static int probe_program(strata_program_ctx *ctx, const strata_task_view *a, void *user) {
     probe_log *log = user;
     pthread_mutex_lock(&log->mu);
     if (log->n < MAX_SEEN) {
@@ -62,7 +62,7 @@ static int probe_program(strata_program_ctx *ctx, const strata_task_args *a, voi
     return strata_program_launch(ctx, "empty_kernel", 1, NULL, 0);
 }
 
-static int refusing_program(strata_program_ctx *ctx, const strata_task_args *a, void *user) {
+static int refusing_program(strata_program_ctx *ctx, const strata_task_view *a, void *user) {
     (void)user;
     strata_program_fail(ctx, "bad input %llu", (unsigned long long)strata_args_scalar(a, 0));
     return -1;

@@ -90,7 +90,7 @@ static void meet(fx *f) {
     }
 }
 
-static uint64_t enter(fx *f, const strata_task_args *a) {
+static uint64_t enter(fx *f, const strata_task_view *a) {
     uint64_t id = strata_args_scalar(a, 0), flags = strata_args_scalar(a, 1);
     atomic_store(&f->spans[id].start, atomic_fetch_add(&f->clock, 1) + 1);
     if (flags & F_MEET)
@@ -114,7 +114,7 @@ static int32_t *elem(const strata_tensor *t, int64_t i) {
     return (int32_t *)strata_tensor_data(t) + off;
 }
 
-static int fill_fn(const strata_task_args *a, void *user) {
+static int fill_fn(const strata_task_view *a, void *user) {
     fx *f = user;
     uint64_t id = enter(f, a);
     const strata_tensor *t = strata_args_tensor(a, 0);
@@ -124,7 +124,7 @@ static int fill_fn(const strata_task_args *a, void *user) {
     return 0;
 }
 
-static int copy_fn(const strata_task_args *a, void *user) {
+static int copy_fn(const strata_task_view *a, void *user) {
     fx *f = user;
     uint64_t id = enter(f, a);
     const strata_tensor *src = strata_args_tensor(a, 0), *dst = strata_args_tensor(a, 1);
@@ -134,7 +134,7 @@ static int copy_fn(const strata_task_args *a, void *user) {
     return 0;
 }
 
-static int add1_fn(const strata_task_args *a, void *user) {
+static int add1_fn(const strata_task_view *a, void *user) {
     fx *f = user;
     uint64_t id = enter(f, a);
     const strata_tensor *t = strata_args_tensor(a, 0);
@@ -145,7 +145,7 @@ static int add1_fn(const strata_task_args *a, void *user) {
 }
 
 /* Touches no data: for tags whose accesses are deliberately unordered. */
-static int mark_fn(const strata_task_args *a, void *user) {
+static int mark_fn(const strata_task_view *a, void *user) {
     fx *f = user;
     leave(f, enter(f, a));
     return 0;

@@ -24,6 +24,7 @@
 
 #include "core/engine.h"
 #include "core/hooks.h"
+#include "core/orchestrator.h"
 #include "test_endpoint.h"
 #include "util/clock.h"
 #include "util/error.h"
@@ -58,7 +59,7 @@ static void sleep_us(long us) {
 }
 
 /* Checks every argument of a task carrying the most tensors and scalars. */
-static int args_check_fn(const strata_task_args *a, void *u) {
+static int args_check_fn(const strata_task_view *a, void *u) {
     (void)u;
     if (a->ntensors != STRATA_MAX_TENSORS || a->nscalars != STRATA_MAX_SCALARS) {
         strata_task_set_error("%u tensors and %u scalars arrived", a->ntensors, a->nscalars);
@@ -677,19 +678,28 @@ static void runtime_memory_of_one_run_is_refused_by_the_next(void **state) {
 
 /* ==== edges to finished producers, scopes ===================================================== */
 
+/* The task that owns runtime memory t (0 once reclaimed), as the submit path finds it. */
+static uint64_t holder_of(cfx *f, const strata_tensor *t) {
+    st_engine_lock(f->t.w);
+    uint64_t ref = st_runtime_holder(f->t.w, t);
+    st_engine_unlock(f->t.w);
+    return ref;
+}
+
 static int orch_inout_on_allocation(strata_orch *o, void *arg) {
     cfx *f = arg;
     strata_tensor t;
     int64_t n = 16;
     note(f, strata_orch_alloc(o, 1, &n, STRATA_I32, &t));
+    uint64_t holder = holder_of(f, &t);
     nl_task(o, f, 0, &t, STRATA_INOUT);
     st_engine_lock(f->t.w);
-    st_slot *alloc = st_slots_get(&f->t.w->slots, t.holder_);
+    st_slot *alloc = st_slots_get(&f->t.w->slots, holder);
     st_slot *task = f->nrefs ? st_slots_get(&f->t.w->slots, f->refs[0]) : NULL;
     f->seen[0] = alloc ? st_slot_state(alloc) : 99;
     f->seen[1] = alloc ? alloc->fanout_total : 99;
     f->seen[2] = task ? task->producers.n : 99;
-    f->seen[3] = task && task->producers.n ? task->producers.v[0] == t.holder_ : 0;
+    f->seen[3] = task && task->producers.n ? task->producers.v[0] == holder : 0;
     f->seen[4] = task ? task->fanin_count : 99;
     st_engine_unlock(f->t.w);
     return STRATA_OK;
@@ -731,15 +741,16 @@ static int orch_nested_scopes(strata_orch *o, void *arg) {
     note(f, strata_orch_alloc(o, 1, &n, STRATA_I32, &a));
     note(f, strata_orch_scope_begin(o));
     note(f, strata_orch_alloc(o, 1, &n, STRATA_I32, &b));
+    uint64_t ha = holder_of(f, &a), hb = holder_of(f, &b);
     uint32_t before = free_slots(f);
     note(f, strata_orch_scope_begin(o)); /* an empty scope */
     note(f, strata_orch_scope_end(o));
     f->seen[0] = free_slots(f) == before;
-    f->seen[1] = alive(f, a.holder_) && alive(f, b.holder_);
+    f->seen[1] = ha && hb && alive(f, ha) && alive(f, hb);
     note(f, strata_orch_scope_end(o)); /* the inner one: b only */
-    f->seen[2] = alive(f, a.holder_) && !alive(f, b.holder_);
+    f->seen[2] = alive(f, ha) && !alive(f, hb) && holder_of(f, &b) == 0;
     note(f, strata_orch_scope_end(o));
-    f->seen[3] = !alive(f, a.holder_);
+    f->seen[3] = !alive(f, ha) && holder_of(f, &a) == 0;
     return STRATA_OK;
 }
 

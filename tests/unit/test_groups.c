@@ -146,14 +146,14 @@ static void sleep_us(long us) {
     nanosleep(&ts, NULL);
 }
 
-static void stamp_start(gfx *f, const strata_task_args *a) {
+static void stamp_start(gfx *f, const strata_task_view *a) {
     uint64_t tag = strata_args_scalar(a, 0);
     if (tag < MAX_TASKS)
         atomic_store(&f->start[tag], atomic_fetch_add(&f->clock, 1) + 1);
 }
 
 /* Sub body: record the start, then wait (bounded) for the gate. */
-static int gate_fn(const strata_task_args *a, void *u) {
+static int gate_fn(const strata_task_view *a, void *u) {
     gfx *f = u;
     stamp_start(f, a);
     uint64_t deadline = st_deadline_after(10 * SEC);
@@ -167,14 +167,14 @@ static int gate_fn(const strata_task_args *a, void *u) {
     return 0;
 }
 
-static int stamp_fn(const strata_task_args *a, void *u) {
+static int stamp_fn(const strata_task_view *a, void *u) {
     stamp_start(u, a);
     return 0;
 }
 
 /* Sub group member: record the start and thread, then wait (bounded) until
  * all three members are inside at once. */
-static int meet3_fn(const strata_task_args *a, void *u) {
+static int meet3_fn(const strata_task_view *a, void *u) {
     gfx *f = u;
     stamp_start(f, a);
     int me = atomic_fetch_add(&f->met, 1);

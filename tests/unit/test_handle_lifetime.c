@@ -37,7 +37,7 @@ typedef struct gated {
     _Atomic int gave_up; /* the gate stayed shut for 10 s: the test failed to open it */
 } gated;
 
-static int wait_gate(const strata_task_args *a, void *user) {
+static int wait_gate(const strata_task_view *a, void *user) {
     (void)a;
     gated *g = user;
     uint64_t deadline = st_deadline_after(10 * SEC);
@@ -130,7 +130,7 @@ static void worker_close_is_idempotent_and_keeps_the_handle(void **state) {
 
 /* ---- chips and chip runs ------------------------------------------------------ */
 
-static int vadd_program(strata_program_ctx *ctx, const strata_task_args *a, void *user) {
+static int vadd_program(strata_program_ctx *ctx, const strata_task_view *a, void *user) {
     (void)user;
     uint64_t words[4] = {strata_program_arg_ptr(a, 0), strata_program_arg_ptr(a, 1),
                          strata_program_arg_ptr(a, 2), strata_args_scalar(a, 0)};

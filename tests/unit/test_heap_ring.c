@@ -1,6 +1,7 @@
 /* tests/unit/test_heap_ring.c - heap rings: bump allocation, wrap-around,
- * FIFO reclaim, capacity errors, independence of the rings, and the shared
- * mapping seen by a forked child.
+ * FIFO reclaim, capacity errors, independence of the rings, the shared
+ * mapping seen by a forked child, the owner an allocation's record knows and
+ * the buffer identities of runtime memory that name an allocation.
  */
 #include <string.h>
 #include <sys/wait.h>
@@ -281,6 +282,83 @@ static void test_random_stress(void **state) {
     st_heap_destroy(&h);
 }
 
+/* The submit path asks an allocation's record who owns runtime memory: it must
+ * answer only while the allocation is live, even when a younger release does
+ * not yet move the frontier. */
+static void test_owner_known_only_while_live(void **state) {
+    (void)state;
+    st_heap h;
+    assert_ok(st_heap_init(&h, 8 * K));
+    void *p;
+    uint64_t ta, tb;
+    assert_ok(st_heap_try_alloc(&h, 2, K, &p, &ta));
+    assert_ok(st_heap_try_alloc(&h, 2, K, &p, &tb));
+    assert_int_equal(st_heap_owner(&h, ta), 0); /* no owner set yet */
+    st_heap_set_owner(&h, ta, 0x100000007ull);
+    st_heap_set_owner(&h, tb, 0x200000009ull);
+    assert_int_equal(st_heap_owner(&h, ta), 0x100000007ull);
+    assert_int_equal(st_heap_owner(&h, tb), 0x200000009ull);
+    st_heap_release(&h, tb); /* younger: its space stays, its owner goes */
+    assert_int_equal(st_heap_used(&h, 2), 2 * K);
+    assert_int_equal(st_heap_owner(&h, tb), 0);
+    assert_int_equal(st_heap_owner(&h, ta), 0x100000007ull);
+    st_heap_release(&h, ta);
+    assert_int_equal(st_heap_owner(&h, ta), 0);
+    /* tickets never handed out: 0, the next one, one of another ring */
+    assert_int_equal(st_heap_owner(&h, 0), 0);
+    assert_int_equal(st_heap_owner(&h, tb + 4), 0);
+    assert_int_equal(st_heap_owner(&h, (ta & ~3ull) | 1), 0);
+    st_heap_set_owner(&h, tb + 4, 5); /* not live: ignored */
+    assert_ok(st_heap_try_alloc(&h, 2, K, &p, &ta));
+    assert_int_equal(st_heap_owner(&h, ta), 0);
+    /* a record reused from the circular queue forgets its last owner */
+    for (uint64_t i = 0; i < h.rings[0].fifo_cap; i++) {
+        assert_ok(st_heap_try_alloc(&h, 0, K, &p, &ta));
+        st_heap_set_owner(&h, ta, 1000 + i);
+        st_heap_release(&h, ta);
+    }
+    assert_ok(st_heap_try_alloc(&h, 0, K, &p, &ta));
+    assert_int_equal(st_heap_owner(&h, ta), 0);
+    st_heap_destroy(&h);
+    assert_ok(st_heap_init(&h, 0)); /* disabled heaps own nothing */
+    assert_int_equal(st_heap_owner(&h, ta), 0);
+    st_heap_destroy(&h);
+}
+
+/* A runtime piece's identity carries its allocation's ticket and its index:
+ * distinct per piece, never a user buffer's id, and the ticket comes back
+ * whole for the largest ticket a ring hands out. */
+static void test_runtime_ids_name_their_allocation(void **state) {
+    (void)state;
+    st_heap h;
+    assert_ok(st_heap_init(&h, 4 * K));
+    st_heap_ring *g = &h.rings[3];
+    g->head_seq = g->next_seq = ST_HEAP_MAX_SEQ - 1; /* as if after 2^51 allocations */
+    void *p;
+    uint64_t last;
+    assert_ok(st_heap_try_alloc(&h, 3, K, &p, &last));
+    uint32_t top_piece = (1u << ST_RUNTIME_PIECE_BITS) - 1;
+    uint64_t ids[] = {st_runtime_id(last, 0), st_runtime_id(last, top_piece), st_runtime_id(4, 0),
+                      st_runtime_id(4, 1)};
+    for (unsigned i = 0; i < 4; i++) {
+        assert_true(st_is_runtime_id(ids[i]));
+        for (unsigned j = 0; j < i; j++)
+            assert_true(ids[i] != ids[j]);
+    }
+    assert_int_equal(st_runtime_ticket(ids[0]), last);
+    assert_int_equal(st_runtime_ticket(ids[1]), last);
+    assert_int_equal(st_runtime_ticket(ids[3]), 4);
+    st_heap_set_owner(&h, last, 77);
+    assert_int_equal(st_heap_owner(&h, st_runtime_ticket(ids[1])), 77);
+    /* user buffers count up from 1 */
+    assert_false(st_is_runtime_id(1));
+    assert_false(st_is_runtime_id(UINT64_MAX >> 1));
+    /* one more allocation would not fit an identity: refused, not wrapped */
+    assert_status(STRATA_ECAPACITY, st_heap_try_alloc(&h, 3, K, &p, &last));
+    assert_non_null(strstr(strata_error_message(), "no longer fit"));
+    st_heap_destroy(&h);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_init_errors),
@@ -292,6 +370,8 @@ int main(void) {
         cmocka_unit_test(test_shared_with_fork),
         cmocka_unit_test(test_fifo_growth),
         cmocka_unit_test(test_random_stress),
+        cmocka_unit_test(test_owner_known_only_while_live),
+        cmocka_unit_test(test_runtime_ids_name_their_allocation),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -29,7 +29,7 @@ typedef struct fixture {
     int group_members; /* orch_tasks submits a group of this many, or one task */
 } fixture;
 
-static int record_fn(const strata_task_args *a, void *u) {
+static int record_fn(const strata_task_view *a, void *u) {
     (void)a;
     fixture *f = u;
     int k = atomic_fetch_add(&f->ran, 1);
@@ -229,7 +229,7 @@ static int orch_many(strata_orch *o, void *arg) {
     return STRATA_OK;
 }
 
-static int count_fn(const strata_task_args *a, void *u) {
+static int count_fn(const strata_task_view *a, void *u) {
     (void)a, (void)u;
     return 0;
 }

@@ -173,7 +173,7 @@ typedef struct claim_watch {
     strata_callable body;
 } claim_watch;
 
-static int watched_body(const strata_task_args *a, void *u) {
+static int watched_body(const strata_task_view *a, void *u) {
     (void)a;
     atomic_fetch_add(&((claim_watch *)u)->bodies, 1);
     return 0;

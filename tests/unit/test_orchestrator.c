@@ -19,6 +19,8 @@
  */
 #include "test_support.h"
 
+#include "core/heap_ring.h"
+
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -767,7 +769,7 @@ static void orch_alloc_returns_a_row_major_view_with_a_fresh_identity(void **sta
     assert_int_equal(t->mem, STRATA_MEM_HOST);
     assert_int_equal(t->ident.owner, -1);
     assert_int_equal(t->ident.generation, 1);
-    assert_true(t->holder_ != 0);                   /* runtime memory, held by its task */
+    assert_true(st_is_runtime_id(t->ident.id));     /* runtime memory: the engine knows its task */
     assert_int_equal((uintptr_t)t->base % 1024, 0); /* 1 KiB aligned */
     strata_tensor host = i32_view(f, 0, 1, 1);
     assert_true(t->ident.id != 0 && t->ident.id != host.ident.id);

@@ -28,7 +28,7 @@ typedef struct fixture {
     _Atomic int nthreads;
 } fixture;
 
-static int fail_fn(const strata_task_args *a, void *u) {
+static int fail_fn(const strata_task_view *a, void *u) {
     (void)a;
     (void)u;
     strata_task_set_error("producer broke");
@@ -37,7 +37,7 @@ static int fail_fn(const strata_task_args *a, void *u) {
 
 /* Group members meet: each waits (bounded) until all n arrived, proving they
  * ran at the same time on distinct workers. */
-static int meet_fn(const strata_task_args *a, void *u) {
+static int meet_fn(const strata_task_view *a, void *u) {
     fixture *f = u;
     int n = (int)strata_args_scalar(a, 0);
     int me = atomic_fetch_add(&f->nthreads, 1);

@@ -50,7 +50,7 @@ static void sleep_us(long us) {
 }
 
 /* tensor 0 (I32, any layout) = scalar 0 */
-static int fill_fn(const strata_task_args *a, void *user) {
+static int fill_fn(const strata_task_view *a, void *user) {
     sfx *f = user;
     const strata_tensor *t = strata_args_tensor(a, 0);
     int32_t *p = strata_args_data(a, 0);
@@ -62,7 +62,7 @@ static int fill_fn(const strata_task_args *a, void *user) {
 }
 
 /* counts elements of tensor 0 that differ from scalar 0 */
-static int check_fn(const strata_task_args *a, void *user) {
+static int check_fn(const strata_task_view *a, void *user) {
     sfx *f = user;
     const strata_tensor *t = strata_args_tensor(a, 0);
     const int32_t *p = strata_args_data(a, 0);
@@ -75,7 +75,7 @@ static int check_fn(const strata_task_args *a, void *user) {
     return 0;
 }
 
-static int gate_wait_fn(const strata_task_args *a, void *user) {
+static int gate_wait_fn(const strata_task_view *a, void *user) {
     (void)a;
     sfx *f = user;
     uint64_t deadline = st_deadline_after(10 * SEC);
@@ -616,7 +616,7 @@ typedef struct stale_ctx {
     char msg[256];
 } stale_ctx;
 
-static int touch_fn(const strata_task_args *a, void *u) {
+static int touch_fn(const strata_task_view *a, void *u) {
     (void)u;
     *(int32_t *)strata_args_data(a, 0) = 1;
     return 0;

@@ -122,7 +122,7 @@ typedef struct plan {
     } l[4];
 } plan;
 
-static int plan_program(strata_program_ctx *ctx, const strata_task_args *a, void *user) {
+static int plan_program(strata_program_ctx *ctx, const strata_task_view *a, void *user) {
     const plan *p = user;
     for (int i = 0; i < p->n; i++) {
         int rc = ctx->launch(ctx, p->l[i].kernel, p->l[i].blocks, p->l[i].args, p->l[i].nargs);
@@ -140,7 +140,7 @@ static uint32_t add_program(sim *s, const char *name, plan *p) {
     return id;
 }
 
-static const strata_task_args no_args;
+static const strata_task_view no_args; /* no tensors, no scalars */
 
 static strata_native_run_desc desc_for(uint32_t slot, uint64_t epoch) {
     strata_native_run_desc d = {.slot = slot, .epoch = epoch};

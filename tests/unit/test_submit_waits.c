@@ -46,7 +46,7 @@ static void gate_open(fixture *f, int g) {
 }
 
 /* scalar 0: gate to wait for; scalar 1: 1 = fail once through the gate. */
-static int gated_fn(const strata_task_args *a, void *u) {
+static int gated_fn(const strata_task_view *a, void *u) {
     fixture *f = u;
     int g = (int)strata_args_scalar(a, 0);
     struct timespec until;
@@ -69,7 +69,7 @@ static int gated_fn(const strata_task_args *a, void *u) {
     return 0;
 }
 
-static int probe_fn(const strata_task_args *a, void *u) {
+static int probe_fn(const strata_task_view *a, void *u) {
     (void)a;
     fixture *f = u;
     pthread_mutex_lock(&f->mu);
@@ -264,7 +264,7 @@ static int orch_reclaimed(strata_orch *o, void *arg) {
     STRATA_TRY(strata_args_add_scalar(&a, GATE_A));
     STRATA_TRY(strata_args_add_scalar(&a, 0));
     STRATA_TRY(strata_orch_submit_sub(o, f->gated, &a));
-    f->rt = *strata_args_tensor(&a, 0); /* the view of R written back by the submit */
+    f->rt = a.tensors[0]; /* the view of R written back by the submit */
     STRATA_TRY(strata_orch_scope_end(o));
     STRATA_TRY(submit_gated(o, f, GATE_F, 0, f->x, NULL, 0));
     STRATA_TRY(submit_gated(o, f, GATE_F, 0, f->y, NULL, 0));

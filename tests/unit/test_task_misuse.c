@@ -66,7 +66,7 @@ static int do_misuse(fixture *f) {
     return STRATA_OK;
 }
 
-static int body_fn(const strata_task_args *a, void *u) {
+static int body_fn(const strata_task_view *a, void *u) {
     (void)a;
     fixture *f = u;
     f->rc = do_misuse(f);
@@ -75,7 +75,7 @@ static int body_fn(const strata_task_args *a, void *u) {
     return 0;
 }
 
-static int plain_fn(const strata_task_args *a, void *u) {
+static int plain_fn(const strata_task_view *a, void *u) {
     (void)a;
     atomic_fetch_add(&((fixture *)u)->ran, 1);
     return 0;
@@ -211,7 +211,7 @@ static void another_worker_may_be_used_from_a_task_body(void **state) {
 
 /* ---- a chip program on a chip of the worker -------------------------------- */
 
-static int closing_program(strata_program_ctx *ctx, const strata_task_args *args, void *user) {
+static int closing_program(strata_program_ctx *ctx, const strata_task_view *args, void *user) {
     (void)ctx, (void)args;
     fixture *f = user;
     f->rc = strata_worker_close(f->w);

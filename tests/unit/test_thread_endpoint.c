@@ -41,7 +41,7 @@ typedef struct ctx {
 
 /* Waits (bounded) until `nsubs` tasks arrived: only distinct threads can all
  * be here at once. Records which thread it ran on. */
-static int meet_fn(const strata_task_args *a, void *user) {
+static int meet_fn(const strata_task_view *a, void *user) {
     (void)a;
     ctx *c = user;
     if (atomic_load(&c->missed))
@@ -65,14 +65,14 @@ static int meet_fn(const strata_task_args *a, void *user) {
 }
 
 /* Scalar 0: what to return; scalar 1: 1 to set a message ("note <scalar 2>") first. */
-static int set_and_return_fn(const strata_task_args *a, void *user) {
+static int set_and_return_fn(const strata_task_view *a, void *user) {
     (void)user;
     if (strata_args_scalar(a, 1))
         strata_task_set_error("note %llu", (unsigned long long)strata_args_scalar(a, 2));
     return (int)(int64_t)strata_args_scalar(a, 0);
 }
 
-static int long_message_fn(const strata_task_args *a, void *user) {
+static int long_message_fn(const strata_task_view *a, void *user) {
     (void)a;
     strata_task_set_error("%s", ((ctx *)user)->long_text);
     return 1;
@@ -317,7 +317,7 @@ static void a_long_task_message_is_cut_cleanly(void **state) {
 
 /* A NULL format is bad input like any other: the task fails, the process
  * does not (strata_program_fail ignores a NULL format the same way). */
-static int null_format_fn(const strata_task_args *a, void *user) {
+static int null_format_fn(const strata_task_view *a, void *user) {
     (void)a, (void)user;
     const char *volatile fmt = NULL; /* not known at compile time */
 #pragma GCC diagnostic push

@@ -114,7 +114,7 @@ static int orch_fail_task(strata_orch *o, void *arg) {
     return strata_orch_submit_sub(o, t->fail, &a);
 }
 
-static int count_into(const strata_task_args *a, void *user) {
+static int count_into(const strata_task_view *a, void *user) {
     (void)a;
     atomic_fetch_add((_Atomic int *)user, 1);
     return 0;

@@ -143,7 +143,7 @@ void sim_sleep_until_ns(uint64_t deadline_ns);
 void sim_device_start_job(sim_device *dev, sim_run *run);
 
 /* sim_run.c */
-int sim_prepare(void *dev, strata_native_run *run, uint32_t program, const strata_task_args *args,
+int sim_prepare(void *dev, strata_native_run *run, uint32_t program, const strata_task_view *args,
                 const strata_call_config *cfg, const strata_native_run_desc *desc,
                 strata_backend_msg *m);
 int sim_launch_run(void *dev, strata_native_run *run, uint64_t epoch, strata_backend_msg *m);

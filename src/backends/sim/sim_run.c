@@ -230,7 +230,7 @@ static int prepare_fail(sim_device *dev, sim_run *r, strata_backend_msg *m, int 
 }
 
 int sim_prepare(void *devp, strata_native_run *storage, uint32_t program,
-                const strata_task_args *args, const strata_call_config *cfg,
+                const strata_task_view *args, const strata_call_config *cfg,
                 const strata_native_run_desc *desc, strata_backend_msg *m) {
     sim_device *dev = devp;
     if (!dev || !storage || !desc)
