@@ -29,6 +29,7 @@
 #include "strata/chip.h"
 #include "util/alloc.h"
 #include "util/error.h"
+#include "util/state_machine.h"
 #include "util/thread_role.h"
 
 /* ---- Programs --------------------------------------------------------------------- */
@@ -71,13 +72,35 @@ static void fill_completion(chip_task *t, int status, const char *msg) {
 }
 
 /* Hand t's completion to the engine and free the record (mu not held). */
+/* A task record's life (util/state_machine.h), moved under `mu`. */
+typedef enum chip_task_transition {
+    CHIP_T_DISPATCH, /* FREE -> QUEUED: the engine handed it over */
+    CHIP_T_SUBMIT,   /* QUEUED -> SUBMITTED: the endpoint thread put it in the lane */
+    CHIP_T_COMPLETE, /* QUEUED | SUBMITTED -> FREE: its completion went to the engine */
+    CHIP_T_COUNT
+} chip_task_transition;
+
+static const char *const chip_task_state_names[] = {"FREE", "QUEUED", "SUBMITTED"};
+static const st_sm_rule chip_task_rules[CHIP_T_COUNT] = {
+    [CHIP_T_DISPATCH] = {ST_SM_BIT(CHIP_TASK_FREE), CHIP_TASK_QUEUED, "dispatch"},
+    [CHIP_T_SUBMIT] = {ST_SM_BIT(CHIP_TASK_QUEUED), CHIP_TASK_SUBMITTED, "submit"},
+    [CHIP_T_COMPLETE] = {ST_SM_BIT(CHIP_TASK_QUEUED) | ST_SM_BIT(CHIP_TASK_SUBMITTED),
+                         CHIP_TASK_FREE, "complete"},
+};
+static const st_sm chip_task_machine = {"chip endpoint task", chip_task_state_names, 3,
+                                        chip_task_rules, CHIP_T_COUNT};
+
+static void chip_task_move(chip_task *t, chip_task_transition tr) {
+    t->state = (chip_task_state)st_sm_next(&chip_task_machine, (uint32_t)t->state, tr, "record");
+}
+
 static void complete_task(chip_ep *ep, chip_task *t) {
     if (t->run) {
         st_lane_run_release(t->run);
         t->run = NULL;
     }
     pthread_mutex_lock(&ep->mu);
-    t->state = CHIP_TASK_FREE;
+    chip_task_move(t, CHIP_T_COMPLETE);
     pthread_mutex_unlock(&ep->mu);
     st_endpoint_complete(&ep->base, &t->comp);
 }
@@ -187,7 +210,7 @@ void *st_chip_ep_main(void *arg) {
             pthread_cond_wait(&ep->cv, &ep->mu);
         int activated = t ? t->activated : 0;
         if (step == STEP_SUBMIT) {
-            t->state = CHIP_TASK_SUBMITTED; /* slot reserved; submit_task settles it */
+            chip_task_move(t, CHIP_T_SUBMIT); /* slot reserved; submit_task settles it */
             t->slot = slot;
         }
         if (step == STEP_ACTIVATE)
@@ -226,7 +249,7 @@ static void chip_ep_dispatch(st_endpoint *base, const st_dispatch *d) {
         t->run = NULL;
         t->lane_activated = 0;
         t->activated = d->run_id <= ep->active_run;
-        t->state = CHIP_TASK_QUEUED;
+        chip_task_move(t, CHIP_T_DISPATCH);
         pthread_cond_signal(&ep->cv);
     }
     pthread_mutex_unlock(&ep->mu);
