@@ -25,6 +25,7 @@
 #include "util/alloc.h"
 #include "util/clock.h"
 #include "util/error.h"
+#include "util/message.h"
 #include "util/view.h"
 
 #define ST_CHIP_MAX_PROGRAMS 64
@@ -40,9 +41,8 @@ struct strata_chip {
     st_chip_worker *cw;
     st_run_lane *lane; /* closed by strata_chip_close, freed by strata_chip_destroy */
     int is_sim;
-    int closed;                        /* strata_chip_close ran: later work is ECLOSED */
-    int close_status;                  /* what close returned, returned again on every call */
-    char close_msg[STRATA_ERRMSG_MAX]; /* its message */
+    int closed;         /* strata_chip_close ran: later work is ECLOSED */
+    st_error close;     /* what close failed with, returned again on every call */
     pthread_mutex_t mu; /* protects programs[]; a leaf lock (backend calls made under it
                            never call back into strata) */
     st_chip_program programs[ST_CHIP_MAX_PROGRAMS];
@@ -208,13 +208,11 @@ int strata_chip_open(const strata_chip_config *cfg, strata_chip **out) {
 static void close_once(strata_chip *chip) {
     chip->closed = 1;
     int rc = st_lane_close(chip->lane);
-    snprintf(chip->close_msg, sizeof chip->close_msg, "%s", rc ? strata_error_message() : "");
+    if (rc != STRATA_OK)
+        st_error_set(&chip->close, rc, "%s", strata_error_message());
     int frc = st_chip_worker_finalize(chip->cw);
-    if (rc == STRATA_OK && frc != STRATA_OK) {
-        rc = frc;
-        snprintf(chip->close_msg, sizeof chip->close_msg, "%s", strata_error_message());
-    }
-    chip->close_status = rc;
+    if (frc != STRATA_OK) /* kept only if the lane was not poisoned: first error wins */
+        st_error_set(&chip->close, frc, "%s", strata_error_message());
 }
 
 int strata_chip_close(strata_chip *chip) {
@@ -222,8 +220,7 @@ int strata_chip_close(strata_chip *chip) {
         return st_fail(STRATA_EINVAL, "strata_chip_close: NULL chip");
     if (!chip->closed)
         close_once(chip);
-    return chip->close_status == STRATA_OK ? STRATA_OK
-                                           : st_fail_msg(chip->close_status, chip->close_msg);
+    return st_error_raise(&chip->close);
 }
 
 void strata_chip_destroy(strata_chip *chip) {
@@ -328,10 +325,10 @@ int strata_program_launch(strata_program_ctx *ctx, const char *kernel, uint32_t 
 void strata_program_fail(strata_program_ctx *ctx, const char *fmt, ...) {
     if (!ctx || !ctx->fail || !fmt)
         return;
-    char buf[STRATA_BACKEND_MSG_MAX];
+    char buf[STRATA_BACKEND_MSG_MAX]; /* the backend's limit: it takes the message as is */
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
+    st_msg_formatv(buf, sizeof buf, fmt, ap);
     va_end(ap);
     ctx->fail(ctx, buf);
 }

@@ -33,9 +33,9 @@
 #include "util/assert.h"
 #include "util/clock.h"
 #include "util/error.h"
+#include "util/message.h"
 #include "util/state_machine.h"
 
-#define ST_LANE_ERR_MAX 512
 #define ST_LANE_FIFO_MAX 2
 
 struct st_lane_run {
@@ -59,8 +59,7 @@ struct st_lane_run {
     int fallback;    /* the backend refused an overlapping prepare: prepare it as the front */
     int in_wait;     /* a thread is blocked in the device wait on it */
     int diagnostics; /* never overlaps another run's preparation */
-    int status;
-    char error[ST_LANE_ERR_MAX]; /* first error; written once, read after TERMINAL */
+    st_error error;  /* first error; read after TERMINAL */
 };
 
 struct st_run_lane {
@@ -74,8 +73,7 @@ struct st_run_lane {
     uint32_t depth;
     uint64_t generations[STRATA_BACKEND_MAX_DEPTH]; /* leased high-water mark per slot */
     uint64_t direct_generation;                     /* counter of unleased (direct) runs */
-    int poisoned;
-    char poison[ST_LANE_ERR_MAX];
+    st_error poison; /* STRATA_EPOISONED and the device failure's message, once poisoned */
     int closed;
     char label[ST_CHIP_LABEL_MAX];
 };
@@ -110,33 +108,24 @@ static void run_ident(const st_lane_run *r, char *buf, size_t cap) {
              r->run_id, r->lease.slot, r->lease.generation, r->dispatch_id);
 }
 
-/* Keep the first error only. */
-static void set_error(st_lane_run *r, int status, const char *msg) {
-    if (r->status != STRATA_OK)
-        return;
-    r->status = status != STRATA_OK ? status : STRATA_EDEVICE;
-    snprintf(r->error, sizeof r->error, "%s", msg && msg[0] ? msg : "(no message)");
+/* The run failed with the message a callee left on this thread. */
+static void fail_run(st_lane_run *r, int status) {
+    st_error_set(&r->error, status, "%s", strata_error_message());
 }
 
-static void set_errorf(st_lane_run *r, int status, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void set_errorf(st_lane_run *r, int status, const char *fmt, ...) {
-    if (r->status != STRATA_OK)
-        return;
-    char buf[ST_LANE_ERR_MAX];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
-    set_error(r, status, buf);
+static int lane_poisoned(const st_run_lane *lane) {
+    return st_error_status(&lane->poison) != STRATA_OK;
 }
 
-static void poison_lane(st_run_lane *lane, const char *msg) {
-    if (lane->poisoned)
-        return;
-    lane->poisoned = 1;
-    snprintf(lane->poison, sizeof lane->poison, "%s", msg);
+/* The first device failure poisons the lane with r's message. */
+static void poison_lane(st_run_lane *lane, const st_lane_run *r) {
+    st_error_set(&lane->poison, STRATA_EPOISONED, "%s", st_error_msg(&r->error));
+}
+
+/* f never starts: the lane is poisoned. */
+static void fail_unstarted_poisoned(st_run_lane *lane, st_lane_run *f, const char *ident) {
+    st_error_set(&f->error, STRATA_EPOISONED, "%s: run %s not started: the chip is poisoned: %s",
+                 lane->label, ident, st_error_msg(&lane->poison));
 }
 
 /* A lane run's phases (util/state_machine.h); a run is made QUEUED. */
@@ -183,20 +172,24 @@ static void finish(st_run_lane *lane, st_lane_run *r) {
     if (r->phase == ST_LANE_PREPARED || r->phase == ST_LANE_LAUNCHED) {
         int rc = st_cw_finalize(lane->cw, &r->token);
         if (rc != STRATA_OK) {
-            set_error(r, rc, strata_error_message());
-            poison_lane(lane, r->error);
+            fail_run(r, rc);
+            poison_lane(lane, r);
         }
     }
     retire(lane, r);
+}
+
+static int report_poison(st_run_lane *lane) {
+    return lane_poisoned(lane) ? st_fail(STRATA_EPOISONED, "%s is poisoned: %s", lane->label,
+                                         st_error_msg(&lane->poison))
+                               : STRATA_OK;
 }
 
 /* Refuse work on a closed or poisoned lane. */
 static int require_usable(st_run_lane *lane) {
     if (lane->closed)
         return st_fail(STRATA_ECLOSED, "%s is closed: no more runs are accepted", lane->label);
-    if (lane->poisoned)
-        return st_fail(STRATA_EPOISONED, "%s is poisoned: %s", lane->label, lane->poison);
-    return STRATA_OK;
+    return report_poison(lane);
 }
 
 static int permits_successor(st_run_lane *lane, const st_lane_run *pred, int succ_diagnostics) {
@@ -233,7 +226,7 @@ static prepare_outcome prepare_native(st_run_lane *lane, st_lane_run *r, int as_
         r->fallback = 1; /* no generation spent: it is prepared again as the front */
         return PREPARE_FALLBACK;
     }
-    set_error(r, rc, strata_error_message());
+    fail_run(r, rc);
     retire(lane, r);
     return PREPARE_FAILED;
 }
@@ -257,12 +250,11 @@ static void launch_front(st_run_lane *lane) {
         return;
     st_lane_run *f = lane->fifo[0];
     run_hold(f);
-    if (lane->poisoned) {
+    if (lane_poisoned(lane)) {
         if (f->phase == ST_LANE_QUEUED || f->phase == ST_LANE_PREPARED) {
             char ident[128];
             run_ident(f, ident, sizeof ident);
-            set_errorf(f, STRATA_EPOISONED, "%s: run %s not started: the chip is poisoned: %s",
-                       lane->label, ident, lane->poison);
+            fail_unstarted_poisoned(lane, f, ident);
             finish(lane, f);
         }
     } else if (f->activated && (f->phase == ST_LANE_QUEUED || f->phase == ST_LANE_PREPARED)) {
@@ -273,7 +265,7 @@ static void launch_front(st_run_lane *lane) {
                 f->launched = 1;
                 pthread_cond_broadcast(&lane->cv);
             } else {
-                set_error(f, rc, strata_error_message());
+                fail_run(f, rc);
                 finish(lane, f); /* a clean finalize reclaims it without poison */
             }
         }
@@ -288,7 +280,8 @@ static int progress(st_run_lane *lane, st_lane_run *target) {
     if (target->phase == ST_LANE_TERMINAL)
         return 1;
     if (lane->count == 0) {
-        set_errorf(target, STRATA_ESTATE, "%s: the lane lost a nonterminal run", lane->label);
+        st_error_set(&target->error, STRATA_ESTATE, "%s: the lane lost a nonterminal run",
+                     lane->label);
         lane_move(target, LANE_T_FINISH);
         return 1;
     }
@@ -314,11 +307,11 @@ static int progress(st_run_lane *lane, st_lane_run *target) {
     int complete = 0;
     int rc = st_cw_poll(lane->cw, &target->token, &complete);
     if (rc != STRATA_OK) {
-        char msg[ST_LANE_ERR_MAX];
-        snprintf(msg, sizeof msg, "%s", strata_error_message());
+        char msg[STRATA_ERRMSG_MAX];
+        st_msg_format(msg, sizeof msg, "%s", strata_error_message());
         finish(lane, target); /* a finalize error (the device's own) wins over the poll's */
-        set_error(target, rc, msg);
-        poison_lane(lane, target->error);
+        st_error_set(&target->error, rc, "%s", msg);
+        poison_lane(lane, target);
         launch_front(lane);
         return 1;
     }
@@ -346,15 +339,15 @@ static int block_on_front(st_run_lane *lane, uint64_t deadline_ns) {
 
     int complete = 0;
     int rc = st_cw_wait(cw, &token, deadline_ns, &complete);
-    char msg[ST_LANE_ERR_MAX] = "";
+    char msg[STRATA_ERRMSG_MAX] = "";
     if (rc != STRATA_OK)
-        snprintf(msg, sizeof msg, "%s", strata_error_message());
+        st_msg_format(msg, sizeof msg, "%s", strata_error_message());
 
     pthread_mutex_lock(&lane->mu);
     f->in_wait = 0;
     if (rc != STRATA_OK) {
-        set_error(f, rc, msg);
-        poison_lane(lane, f->error);
+        st_error_set(&f->error, rc, "%s", msg);
+        poison_lane(lane, f);
         finish(lane, f);
         launch_front(lane);
     } else if (complete) {
@@ -377,6 +370,13 @@ static void park(st_run_lane *lane, uint64_t deadline_ns) {
     pthread_cond_timedwait(&lane->cv, &lane->mu, &ts);
 }
 
+/* f never starts: drain or close dropped it before it was activated. */
+static void fail_dropped(st_run_lane *lane, st_lane_run *f, const char *ident) {
+    st_error_set(&f->error, STRATA_ECANCELED,
+                 "%s: run %s was dropped by drain/close before it was activated", lane->label,
+                 ident);
+}
+
 /* Empty the front: one step of drain/close (may block in the device). */
 static void drain_front(st_run_lane *lane) {
     if (lane->count == 0)
@@ -385,14 +385,11 @@ static void drain_front(st_run_lane *lane) {
     run_hold(f);
     char ident[128];
     run_ident(f, ident, sizeof ident);
-    if (f->phase == ST_LANE_QUEUED && lane->poisoned) {
-        set_errorf(f, STRATA_EPOISONED, "%s: run %s not started: the chip is poisoned: %s",
-                   lane->label, ident, lane->poison);
+    if (f->phase == ST_LANE_QUEUED && lane_poisoned(lane)) {
+        fail_unstarted_poisoned(lane, f, ident);
         retire(lane, f);
     } else if (f->phase == ST_LANE_QUEUED && !f->activated) {
-        set_errorf(f, STRATA_ECANCELED,
-                   "%s: run %s was dropped by drain/close before it was activated", lane->label,
-                   ident);
+        fail_dropped(lane, f, ident);
         retire(lane, f);
     } else {
         launch_front(lane);
@@ -403,13 +400,10 @@ static void drain_front(st_run_lane *lane) {
                 block_on_front(lane, UINT64_MAX);
         } else if (f->phase != ST_LANE_TERMINAL) {
             /* prepared but never activated (or poisoned): release it unlaunched */
-            if (lane->poisoned)
-                set_errorf(f, STRATA_EPOISONED, "%s: run %s not started: the chip is poisoned: %s",
-                           lane->label, ident, lane->poison);
+            if (lane_poisoned(lane))
+                fail_unstarted_poisoned(lane, f, ident);
             else
-                set_errorf(f, STRATA_ECANCELED,
-                           "%s: run %s was dropped by drain/close before it was activated",
-                           lane->label, ident);
+                fail_dropped(lane, f, ident);
             finish(lane, f);
         }
     }
@@ -420,12 +414,6 @@ static int lane_nomem(const st_run_lane *lane) {
     char what[ST_CHIP_LABEL_MAX + 32];
     snprintf(what, sizeof what, "%s: admitting a run", lane->label);
     return st_fail_nomem(what, sizeof(st_lane_run));
-}
-
-static int report_poison(st_run_lane *lane) {
-    return lane->poisoned
-               ? st_fail(STRATA_EPOISONED, "%s is poisoned: %s", lane->label, lane->poison)
-               : STRATA_OK;
 }
 
 /* ---- Lifecycle ------------------------------------------------------------------------------ */
@@ -674,9 +662,7 @@ int st_lane_activate(st_lane_run *r) {
     st_run_lane *lane = r->lane;
     pthread_mutex_lock(&lane->mu);
     if (r->phase == ST_LANE_TERMINAL) {
-        int status = r->status;
-        if (status != STRATA_OK)
-            st_fail_msg(status, r->error);
+        int status = st_error_raise(&r->error);
         pthread_mutex_unlock(&lane->mu);
         return status;
     }
@@ -710,16 +696,16 @@ int st_lane_abandon(st_lane_run *r) {
     if (r->phase == ST_LANE_PREPARED) {
         rc = st_cw_finalize(lane->cw, &r->token);
         if (rc != STRATA_OK) {
-            set_error(r, rc, strata_error_message());
-            poison_lane(lane, r->error);
+            fail_run(r, rc);
+            poison_lane(lane, r);
         }
     }
-    set_errorf(r, STRATA_ECANCELED, "%s: run %s was abandoned before it launched", lane->label,
-               ident);
+    st_error_set(&r->error, STRATA_ECANCELED, "%s: run %s was abandoned before it launched",
+                 lane->label, ident);
     retire(lane, r);
     launch_front(lane);
     if (rc != STRATA_OK)
-        st_fail_msg(rc, r->error);
+        st_error_raise(&r->error);
     pthread_mutex_unlock(&lane->mu);
     return rc;
 }
@@ -752,23 +738,21 @@ int st_lane_wait(st_lane_run *r, uint64_t deadline_ns) {
         if (!block_on_front(lane, deadline_ns))
             park(lane, deadline_ns); /* front not activated, or another thread waits on it */
     }
-    int status = r->status;
+    int status = st_error_raise(&r->error); /* the same error on every wait */
     pthread_mutex_unlock(&lane->mu);
-    if (status != STRATA_OK)
-        st_fail_msg(status, r->error); /* the same error on every wait */
     return status;
 }
 
 int st_lane_run_status(st_lane_run *r) {
     pthread_mutex_lock(&r->lane->mu);
-    int s = r->phase == ST_LANE_TERMINAL ? r->status : STRATA_OK;
+    int s = r->phase == ST_LANE_TERMINAL ? st_error_status(&r->error) : STRATA_OK;
     pthread_mutex_unlock(&r->lane->mu);
     return s;
 }
 
 const char *st_lane_run_error(st_lane_run *r) {
     pthread_mutex_lock(&r->lane->mu);
-    const char *e = r->phase == ST_LANE_TERMINAL ? r->error : "";
+    const char *e = r->phase == ST_LANE_TERMINAL ? st_error_msg(&r->error) : "";
     pthread_mutex_unlock(&r->lane->mu);
     return e;
 }
@@ -809,7 +793,7 @@ void st_lane_run_release(st_lane_run *r) {
 
 int st_lane_poisoned(st_run_lane *lane) {
     pthread_mutex_lock(&lane->mu);
-    int p = lane->poisoned;
+    int p = lane_poisoned(lane);
     pthread_mutex_unlock(&lane->mu);
     return p;
 }

@@ -111,7 +111,7 @@ static int check_runtime_memory(strata_worker *w, st_run *r, const strata_task_a
 static int fail_fast(st_run *r, const char *what) {
     if (!st_run_failed(r))
         return STRATA_OK;
-    return st_fail(r->error_status, "%s: %s", what, r->error_msg ? r->error_msg : "run failed");
+    return st_fail(st_error_status(&r->error), "%s: %s", what, st_error_msg(&r->error));
 }
 
 /* What a submit checks under the lock before it takes anything. A capacity

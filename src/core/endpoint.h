@@ -15,8 +15,7 @@
 #include <stdint.h>
 
 #include "strata/worker.h"
-
-#define ST_MSG_MAX 384 /* bytes of one error message carried with a completion */
+#include "util/error.h"
 
 typedef struct strata_worker st_engine; /* the engine is the worker */
 typedef struct st_endpoint st_endpoint;
@@ -60,7 +59,9 @@ typedef struct st_completion {
     uint32_t member;
     int status; /* STRATA_OK, STRATA_ETASK (the task failed), STRATA_EENDPOINT or
                    STRATA_ENOMEM (the endpoint could not allocate what the task needed) */
-    char msg[ST_MSG_MAX];
+    /* The library's one message size: a record is reused per endpoint, not per
+     * task, so the size costs memory per endpoint only. */
+    char msg[STRATA_ERRMSG_MAX];
 } st_completion;
 
 typedef struct st_endpoint_ops {

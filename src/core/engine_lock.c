@@ -17,6 +17,7 @@
 #include "core/engine.h"
 #include "core/scheduler.h"
 #include "util/futex.h"
+#include "util/message.h"
 
 void st_engine_lock(strata_worker *w) {
     st_mutex_lock(&w->lock);
@@ -62,7 +63,7 @@ void st_endpoint_complete_with(st_endpoint *ep, st_completion *c, const st_dispa
     if (fmt) {
         va_list ap;
         va_start(ap, fmt);
-        vsnprintf(c->msg, sizeof c->msg, fmt, ap);
+        st_msg_formatv(c->msg, sizeof c->msg, fmt, ap);
         va_end(ap);
     }
     st_endpoint_complete(ep, c);

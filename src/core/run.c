@@ -65,14 +65,10 @@ static void run_transition_to(st_run *r, run_transition t) {
 }
 
 void st_run_record_error(st_run *r, int status, const char *fmt, ...) {
-    if (r->error_status != 0)
-        return; /* first error wins */
-    r->error_status = status ? status : STRATA_ETASK;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(r->error_buf, sizeof r->error_buf, fmt, ap);
+    st_error_setv(&r->error, status, fmt, ap);
     va_end(ap);
-    r->error_msg = r->error_buf;
 }
 
 static void free_queues(st_run *r) {
@@ -199,8 +195,10 @@ int st_run_begin(strata_worker *w, st_run **out) {
         st_engine_wait(w, &w->admit_ev, seen, UINT64_MAX);
     }
     st_run *r = st_malloc(sizeof *r);
-    if (r)
-        memset(r, 0, offsetof(st_run, error_buf)); /* error_buf is written before it is read */
+    if (r) {
+        memset(r, 0, offsetof(st_run, error));
+        st_error_init(&r->error); /* the status only: the message is written before it is read */
+    }
     st_ready_queue *dq = r && w->nnext ? st_calloc((size_t)w->nnext, sizeof *dq) : NULL;
     if (!r || (w->nnext && !dq)) {
         st_free(r);

@@ -57,8 +57,6 @@ typedef struct strata_run {
     uint64_t next_seq;    /* task numbers within the run */
     int submission_closed;
     int is_head;
-    int error_status;     /* first error's status (0 = none) */
-    char *error_msg;      /* first error's message (NULL = none), in error_buf */
     struct st_slot *live; /* live slots (intrusive list, for cancellation) */
     struct strata_run *fifo_next;
     /* Ready work of this run, partitioned by target. */
@@ -66,21 +64,22 @@ typedef struct strata_run {
     st_ready_queue group_q;
     st_ready_queue *directed_q; /* one per next-level worker */
     int ndirected;
-    /* Last, and not zeroed when the record is made (st_run_begin zeroes the
-     * fields above only): a run that never fails never touches these 512
-     * bytes, which made an empty run ~20% dearer when they were cleared. Kept
-     * in the record because recording an out-of-memory failure must not need
-     * memory. */
-    char error_buf[STRATA_ERRMSG_MAX];
+    /* The first error. Last, and only its status is set when the record is
+     * made (st_run_begin zeroes the fields above): a run that never fails
+     * never touches its 512-byte message, which made an empty run ~20% dearer
+     * when it was cleared. Kept in the record because recording an
+     * out-of-memory failure must not need memory. */
+    st_error error;
 } st_run;
 
-/* Record err as the run's error if it has none yet (first error wins).
- * Never fails and never allocates (the message is truncated to fit). */
+/* Record the run's error if it has none yet (first error wins, st_error).
+ * Never fails and never allocates (a message that does not fit is cut and
+ * marked; the context the caller puts first is kept). */
 void st_run_record_error(st_run *r, int status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 static inline int st_run_failed(const st_run *r) {
-    return r->error_status != 0;
+    return st_error_status(&r->error) != STRATA_OK;
 }
 
 static inline int st_run_terminal_phase(uint32_t p) {

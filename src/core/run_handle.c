@@ -25,9 +25,7 @@ static uint32_t phase_of(const strata_run *h) {
 }
 
 static int run_result(const strata_run *h) {
-    if (phase_of(h) != ST_RUN_FAILED)
-        return STRATA_OK;
-    return st_fail(h->error_status, "%s", h->error_msg ? h->error_msg : "run failed");
+    return phase_of(h) == ST_RUN_FAILED ? st_error_raise(&h->error) : STRATA_OK;
 }
 
 int strata_run_wait_until(strata_run *h, uint64_t deadline_ns) {
@@ -72,13 +70,11 @@ int strata_run_done(const strata_run *h) {
 int strata_run_status(const strata_run *h) {
     if (!h)
         return st_fail(STRATA_EINVAL, "strata_run_status: handle is NULL");
-    return phase_of(h) == ST_RUN_FAILED ? h->error_status : STRATA_OK;
+    return phase_of(h) == ST_RUN_FAILED ? st_error_status(&h->error) : STRATA_OK;
 }
 
 const char *strata_run_error(const strata_run *h) {
-    if (!h || phase_of(h) != ST_RUN_FAILED || !h->error_msg)
-        return "";
-    return h->error_msg;
+    return h && phase_of(h) == ST_RUN_FAILED ? st_error_msg(&h->error) : "";
 }
 
 uint64_t strata_run_id(const strata_run *h) {

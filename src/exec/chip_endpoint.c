@@ -29,6 +29,7 @@
 #include "strata/chip.h"
 #include "util/alloc.h"
 #include "util/error.h"
+#include "util/message.h"
 #include "util/state_machine.h"
 #include "util/thread_role.h"
 
@@ -68,7 +69,7 @@ static void fill_completion(chip_task *t, int status, const char *msg) {
     t->comp.ref = t->d.ref;
     t->comp.member = t->d.member;
     t->comp.status = status;
-    snprintf(t->comp.msg, sizeof t->comp.msg, "%s", status == STRATA_OK ? "" : msg);
+    st_msg_format(t->comp.msg, sizeof t->comp.msg, "%s", status == STRATA_OK ? "" : msg);
 }
 
 /* Hand t's completion to the engine and free the record (mu not held). */

@@ -27,6 +27,7 @@
 #include "util/assert.h"
 #include "util/error.h"
 #include "util/futex.h"
+#include "util/message.h"
 
 enum { MBOX_IDLE = 0, MBOX_TASK, MBOX_PINNED, MBOX_RUNNING, MBOX_LENT, MBOX_STOP };
 
@@ -40,8 +41,9 @@ typedef struct thread_ep {
     st_completion comp;    /* reused per task; free again once the engine dispatches anew */
 } thread_ep;
 
-/* Message set by strata_task_set_error() on the thread running a task body. */
-static _Thread_local char tls_task_msg[ST_MSG_MAX];
+/* Message set by strata_task_set_error() on the thread running a task body
+ * (the last one set wins: it describes the failure the body returns). */
+static _Thread_local char tls_task_msg[STRATA_ERRMSG_MAX];
 static _Thread_local int tls_task_msg_set;
 
 void strata_task_set_error(const char *fmt, ...) {
@@ -49,7 +51,7 @@ void strata_task_set_error(const char *fmt, ...) {
         return; /* no message: the failure names the returned value (as strata_program_fail) */
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(tls_task_msg, sizeof tls_task_msg, fmt, ap);
+    st_msg_formatv(tls_task_msg, sizeof tls_task_msg, fmt, ap);
     va_end(ap);
     tls_task_msg_set = 1;
 }
@@ -66,9 +68,9 @@ void st_run_host_callable(const st_dispatch *d, st_completion *c) {
     if (rc == 0)
         c->msg[0] = '\0';
     else if (tls_task_msg_set)
-        snprintf(c->msg, sizeof c->msg, "%s", tls_task_msg);
+        st_msg_format(c->msg, sizeof c->msg, "%s", tls_task_msg);
     else
-        snprintf(c->msg, sizeof c->msg, "returned %d", rc);
+        st_msg_format(c->msg, sizeof c->msg, "returned %d", rc);
 }
 
 /* Take the task in the mailbox (word value v) for this thread; 0 if a

@@ -1,6 +1,7 @@
-/* util/error.c - per-thread last-error message and status names.
+/* util/error.c - per-thread last-error message, st_error records and status
+ * names.
  *
- * Owns: one thread-local buffer. Must never: touch global state.
+ * Owns: one thread-local buffer. Must never: touch global state or allocate.
  */
 #include "util/error.h"
 
@@ -14,7 +15,7 @@ const char *strata_error_message(void) {
 }
 
 int st_failv(int status, const char *fmt, va_list ap) {
-    vsnprintf(last_error, sizeof last_error, fmt, ap);
+    st_msg_formatv(last_error, sizeof last_error, fmt, ap);
     return status;
 }
 
@@ -27,7 +28,7 @@ int st_fail(int status, const char *fmt, ...) {
 }
 
 int st_fail_msg(int status, const char *msg) {
-    snprintf(last_error, sizeof last_error, "%s", msg ? msg : "");
+    st_msg_format(last_error, sizeof last_error, "%s", msg ? msg : "");
     return status;
 }
 
@@ -37,12 +38,34 @@ int st_fail_nomem(const char *what, size_t bytes) {
 
 int st_fail_prefix(int status, const char *prefix) {
     char msg[STRATA_ERRMSG_MAX];
-    snprintf(msg, sizeof msg, "%s", last_error);
-    return st_fail(status, "%s: %s", prefix, msg); /* truncated like any message */
+    memcpy(msg, last_error, sizeof msg);
+    return st_fail(status, "%s: %s", prefix, msg); /* a cut keeps the prefix */
 }
 
 void st_clear_error(void) {
     last_error[0] = '\0';
+}
+
+int st_error_setv(st_error *e, int status, const char *fmt, va_list ap) {
+    if (e->status != STRATA_OK)
+        return e->status; /* first error wins */
+    st_msg_formatv(e->msg, sizeof e->msg, fmt, ap);
+    if (e->msg[0] == '\0')
+        memcpy(e->msg, "(no message)", sizeof "(no message)");
+    e->status = status != STRATA_OK ? status : STRATA_ESTATE;
+    return e->status;
+}
+
+int st_error_set(st_error *e, int status, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int first = st_error_setv(e, status, fmt, ap);
+    va_end(ap);
+    return first;
+}
+
+int st_error_raise(const st_error *e) {
+    return e->status != STRATA_OK ? st_fail_msg(e->status, e->msg) : STRATA_OK;
 }
 
 const char *strata_status_name(int status) {

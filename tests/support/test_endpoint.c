@@ -31,7 +31,7 @@ struct st_test_ep {
     st_event mbox;
     st_event hold; /* manual mode: HOLD_* */
     int finish_status;
-    char finish_msg[ST_MSG_MAX];
+    char finish_msg[STRATA_ERRMSG_MAX];
     st_dispatch d;
     st_completion comp;
     pthread_mutex_t log_mu; /* protects log, nlog, cap, acts, nacts */

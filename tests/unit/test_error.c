@@ -4,11 +4,11 @@
  *
  * Owns: st_fail / st_failv / st_fail_msg / st_fail_prefix formatting and
  * their returned status, truncation at STRATA_ERRMSG_MAX (a prefix of the
- * message, always terminated), per-thread isolation, the empty message of a
- * new thread, a successful call leaving the message alone, and
- * strata_status_name of every status and of values that are none.
- * Must never: assert from a thread other than the test's (threads report
- * what they saw; the test asserts after joining them).
+ * message ending with the cut marker, always terminated), per-thread isolation, the empty message
+ * of a new thread, a successful call leaving the message alone, and strata_status_name of every
+ * status and of values that are none; and the st_error record (first error wins, one store to
+ * initialise, copied into strata_error_message()). Must never: assert from a thread other than the
+ * test's (threads report what they saw; the test asserts after joining them).
  */
 #include "test_support.h"
 
@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "util/error.h"
+#include "util/message.h"
 
 /* A message longer than the buffer: "0123456789" repeated. */
 static void long_text(char *buf, size_t n) {
@@ -84,17 +85,24 @@ static void st_clear_error_empties_the_message(void **state) {
 
 /* ---- truncation -------------------------------------------------------------------- */
 
+/* A cut keeps the front, ends with ST_MSG_CUT and fills the buffer. */
+static void assert_cut_of(const char *msg, const char *front, size_t front_len) {
+    size_t cut = strlen(ST_MSG_CUT);
+    assert_int_equal(strlen(msg), STRATA_ERRMSG_MAX - 1);
+    assert_memory_equal(msg, front,
+                        STRATA_ERRMSG_MAX - 1 - cut < front_len ? STRATA_ERRMSG_MAX - 1 - cut
+                                                                : front_len);
+    assert_string_equal(msg + STRATA_ERRMSG_MAX - 1 - cut, ST_MSG_CUT);
+}
+
 static void a_long_message_keeps_its_first_bytes_and_its_terminator(void **state) {
     (void)state;
     char text[3 * STRATA_ERRMSG_MAX];
     long_text(text, sizeof text);
     st_fail(STRATA_EINVAL, "%s", text);
-    const char *msg = strata_error_message();
-    assert_int_equal(strlen(msg), STRATA_ERRMSG_MAX - 1);
-    assert_memory_equal(msg, text, STRATA_ERRMSG_MAX - 1);
+    assert_cut_of(strata_error_message(), text, sizeof text);
     st_fail_msg(STRATA_EINVAL, text);
-    assert_int_equal(strlen(strata_error_message()), STRATA_ERRMSG_MAX - 1);
-    assert_memory_equal(strata_error_message(), text, STRATA_ERRMSG_MAX - 1);
+    assert_cut_of(strata_error_message(), text, sizeof text);
     /* one byte less than the buffer fits whole */
     text[STRATA_ERRMSG_MAX - 1] = '\0';
     st_fail(STRATA_EINVAL, "%s", text);
@@ -108,10 +116,11 @@ static void a_prefix_on_a_full_message_cuts_the_tail_not_the_prefix(void **state
     st_fail(STRATA_EDEVICE, "%s", text);
     assert_int_equal(st_fail_prefix(STRATA_EDEVICE, "chip sim:0"), STRATA_EDEVICE);
     const char *msg = strata_error_message();
-    assert_int_equal(strlen(msg), STRATA_ERRMSG_MAX - 1);
     size_t plen = strlen("chip sim:0: ");
     assert_memory_equal(msg, "chip sim:0: ", plen);
-    assert_memory_equal(msg + plen, text, STRATA_ERRMSG_MAX - 1 - plen);
+    assert_int_equal(strlen(msg), STRATA_ERRMSG_MAX - 1); /* full, and marked as cut */
+    assert_string_equal(msg + STRATA_ERRMSG_MAX - 1 - strlen(ST_MSG_CUT), ST_MSG_CUT);
+    assert_memory_equal(msg + plen, text, STRATA_ERRMSG_MAX - 1 - plen - strlen(ST_MSG_CUT));
 }
 
 /* ---- per-thread messages ---------------------------------------------------------------- */
@@ -208,6 +217,84 @@ static void a_value_that_is_no_status_is_named_unknown(void **state) {
         assert_string_equal(strata_status_name(others[i]), "STRATA_E?");
 }
 
+/* ---- the st_error record ------------------------------------------------------------ */
+
+static int ends_with(const char *s, const char *tail) {
+    size_t n = strlen(s), k = strlen(tail);
+    return n >= k && memcmp(s + n - k, tail, k) == 0;
+}
+
+/* A string of n copies of c, in buf (n < cap). */
+static const char *repeat(char *buf, size_t cap, char c, size_t n) {
+    assert_true(n < cap);
+    memset(buf, c, n);
+    buf[n] = '\0';
+    return buf;
+}
+
+/* ---- st_error ----------------------------------------------------------------------- */
+
+static void an_empty_record_has_no_status_and_an_empty_message(void **state) {
+    st_error e;
+    st_error_init(&e);
+    assert_int_equal(st_error_status(&e), STRATA_OK);
+    assert_string_equal(st_error_msg(&e), "");
+}
+
+static void init_sets_the_status_only(void **state) {
+    /* A record is made per run: clearing its message each time measurably
+     * slowed the empty run, so init must not touch it. */
+    st_error e;
+    memset(&e, 0xAB, sizeof e);
+    st_error_init(&e);
+    assert_int_equal(st_error_status(&e), STRATA_OK);
+    for (size_t i = 0; i < sizeof e.msg; i++)
+        if ((unsigned char)e.msg[i] != 0xAB)
+            fail_msg("st_error_init wrote byte %zu of the message", i);
+}
+
+static void the_first_error_wins(void **state) {
+    st_error e;
+    st_error_init(&e);
+    assert_int_equal(st_error_set(&e, STRATA_ETASK, "task %d broke", 3), STRATA_ETASK);
+    assert_int_equal(st_error_set(&e, STRATA_EDEVICE, "later %s", "failure"), STRATA_ETASK);
+    assert_int_equal(st_error_status(&e), STRATA_ETASK);
+    assert_string_equal(st_error_msg(&e), "task 3 broke");
+}
+
+static void an_error_without_a_code_or_a_message_still_reads_as_one(void **state) {
+    st_error e;
+    st_error_init(&e);
+    assert_int_equal(st_error_set(&e, STRATA_OK, "%s", ""), STRATA_ESTATE);
+    assert_string_equal(st_error_msg(&e), "(no message)");
+}
+
+static void a_long_error_is_cut_with_the_marker(void **state) {
+    st_error e;
+    st_error_init(&e);
+    char inner[2000];
+    repeat(inner, sizeof inner, 'q', 1999);
+    st_error_set(&e, STRATA_ETASK, "run 9: L3 worker sub 1: task 't' #4 failed: %s", inner);
+    const char *m = st_error_msg(&e);
+    assert_int_equal(strlen(m), STRATA_ERRMSG_MAX - 1);
+    assert_true(strncmp(m, "run 9: L3 worker sub 1: task 't' #4 failed: qqq", 47) == 0);
+    assert_true(ends_with(m, "q" ST_MSG_CUT));
+}
+
+static void raise_copies_the_record_into_the_thread_error(void **state) {
+    st_error e;
+    st_error_init(&e);
+    st_fail(STRATA_EINVAL, "an older failure");
+    assert_int_equal(st_error_raise(&e), STRATA_OK); /* nothing recorded: left alone */
+    assert_string_equal(strata_error_message(), "an older failure");
+    st_error_set(&e, STRATA_EPOISONED, "chip sim:0 is poisoned");
+    assert_int_equal(st_error_raise(&e), STRATA_EPOISONED);
+    assert_string_equal(strata_error_message(), "chip sim:0 is poisoned");
+    st_clear_error();
+    assert_int_equal(st_error_raise(&e), STRATA_EPOISONED); /* the same on every call */
+    assert_string_equal(strata_error_message(), "chip sim:0 is poisoned");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(st_fail_formats_the_message_and_returns_the_status),
@@ -221,6 +308,12 @@ int main(void) {
         cmocka_unit_test(a_successful_call_leaves_the_last_message),
         cmocka_unit_test(every_status_has_its_own_name),
         cmocka_unit_test(a_value_that_is_no_status_is_named_unknown),
+        cmocka_unit_test(an_empty_record_has_no_status_and_an_empty_message),
+        cmocka_unit_test(init_sets_the_status_only),
+        cmocka_unit_test(the_first_error_wins),
+        cmocka_unit_test(an_error_without_a_code_or_a_message_still_reads_as_one),
+        cmocka_unit_test(a_long_error_is_cut_with_the_marker),
+        cmocka_unit_test(raise_copies_the_record_into_the_thread_error),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

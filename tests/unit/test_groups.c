@@ -347,7 +347,7 @@ static st_task_state task_state(gfx *f, int k) {
 
 static int run_error_recorded(gfx *f, strata_run *h) {
     st_engine_lock(f->w);
-    int e = h->error_status;
+    int e = st_error_status(&h->error);
     st_engine_unlock(f->w);
     return e;
 }

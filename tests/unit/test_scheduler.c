@@ -184,7 +184,7 @@ static void group_fails_once_when_a_member_fails(void **state) {
     uint64_t deadline = st_deadline_after(10 * SEC);
     for (int recorded = 0; !recorded && st_now_ns() < deadline;) {
         st_engine_lock(f->t.w);
-        recorded = h->error_status != 0;
+        recorded = st_run_failed(h);
         st_engine_unlock(f->t.w);
     }
     assert_false(strata_run_done(h)); /* peers still running keep the task alive */

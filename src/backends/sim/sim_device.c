@@ -19,12 +19,13 @@
 
 #include "sim_device.h"
 #include "util/alloc.h"
+#include "util/message.h"
 
 int sim_fail(strata_backend_msg *m, int rc, const char *fmt, ...) {
     if (m) {
         va_list ap;
         va_start(ap, fmt);
-        vsnprintf(m->text, sizeof m->text, fmt, ap);
+        st_msg_formatv(m->text, sizeof m->text, fmt, ap);
         va_end(ap);
     }
     return rc;
@@ -91,10 +92,11 @@ static void record_block_failure(sim_run *r, const sim_launch *l, uint32_t block
         return;
     r->device_rc = rc;
     r->aborting = 1;
-    snprintf(r->device_err, sizeof r->device_err,
-             "program '%s': kernel '%s' (launch %u of %u) block %u of %u failed with code %d%s%s",
-             r->program_name, l->kernel, r->cur + 1, r->nlaunches, block, l->blocks, rc,
-             msg[0] ? ": " : "", msg);
+    st_msg_format(r->device_err, sizeof r->device_err,
+                  "program '%s': kernel '%s' (launch %u of %u) block %u of %u failed with code "
+                  "%d%s%s",
+                  r->program_name, l->kernel, r->cur + 1, r->nlaunches, block, l->blocks, rc,
+                  msg[0] ? ": " : "", msg);
 }
 
 static void *core_main(void *argp) {
@@ -115,7 +117,7 @@ static void *core_main(void *argp) {
         int inject = kernel_fault_hits(r, l, block);
         pthread_mutex_unlock(&dev->mu);
 
-        char msg[160] = "";
+        char msg[STRATA_BACKEND_MSG_MAX] = ""; /* it ends up inside a backend message */
         int rc;
         if (inject) {
             rc = r->fault_code;

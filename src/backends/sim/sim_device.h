@@ -23,7 +23,6 @@
 #define SIM_MAX_CORES 64
 #define SIM_DEFAULT_CORES 2
 #define SIM_RUN_MAGIC 0x314e55524d495353ull /* "SSIMRUN1" */
-#define SIM_ERR_MAX 256
 
 /* Which phase an injected fault hits (values match strata_sim_fault). */
 typedef enum sim_fault {
@@ -93,8 +92,8 @@ typedef struct sim_run {
     uint32_t blocks_running; /* blocks of `cur` on a core now */
     int aborting;            /* a block failed: hand out no more */
     uint64_t launch_start_ns;
-    int32_t device_rc;            /* first block failure */
-    char device_err[SIM_ERR_MAX]; /* its description */
+    int32_t device_rc;                       /* first block failure */
+    char device_err[STRATA_BACKEND_MSG_MAX]; /* its description */
 } sim_run;
 
 _Static_assert(sizeof(sim_run) <= STRATA_NATIVE_RUN_BYTES, "sim_run must fit the run storage");

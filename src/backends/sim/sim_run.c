@@ -23,6 +23,7 @@
 #include "sim_device.h"
 #include "util/alloc.h"
 #include "util/growable.h"
+#include "util/message.h"
 
 #define SIM_MAX_BLOCKS (1u << 20)
 
@@ -64,7 +65,7 @@ static sim_run *checked_run(sim_device *dev, strata_native_run *storage, uint64_
 typedef struct sim_build {
     sim_run *run;
     sim_device *dev;
-    char msg[SIM_ERR_MAX]; /* first failure while building */
+    char msg[STRATA_BACKEND_MSG_MAX]; /* first failure while building */
 } sim_build;
 
 static int build_fail(sim_build *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -73,7 +74,7 @@ static int build_fail(sim_build *b, const char *fmt, ...) {
     if (b->msg[0] == '\0') {
         va_list ap;
         va_start(ap, fmt);
-        vsnprintf(b->msg, sizeof b->msg, fmt, ap);
+        st_msg_formatv(b->msg, sizeof b->msg, fmt, ap);
         va_end(ap);
     }
     return STRATA_BACKEND_ERROR;
@@ -221,7 +222,7 @@ static int prepare_fail(sim_device *dev, sim_run *r, strata_backend_msg *m, int 
     if (m) {
         va_list ap;
         va_start(ap, fmt);
-        vsnprintf(m->text, sizeof m->text, fmt, ap);
+        st_msg_formatv(m->text, sizeof m->text, fmt, ap);
         va_end(ap);
     }
     release_live(dev, r);
