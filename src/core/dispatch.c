@@ -43,6 +43,7 @@ static void dispatch_member(strata_worker *w, st_slot *s, uint16_t m, st_endpoin
     st_dispatch d = {
         .ref = st_ref_of(s),
         .run_id = s->run->id,
+        .lease = s->run->lease,
         .member = m,
         .dispatch_id = dispatch_id,
         .caller_cpu = caller_cpu,

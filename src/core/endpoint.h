@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "strata/worker.h"
+#include "util/lease.h"
 
 #define ST_MSG_MAX 384 /* bytes of one error message carried with a completion */
 
@@ -37,6 +38,8 @@ typedef struct st_callable_info {
 typedef struct st_dispatch {
     uint64_t ref; /* task reference: slot index | generation << 32 */
     uint64_t run_id;
+    st_lease lease;       /* the run's pipeline lease: a child recognises a stale holder by
+                             it (a chip's lane filters on it; DESIGN §6 frame trailer) */
     uint32_t member;      /* group member index (0 for a single task) */
     uint32_t dispatch_id; /* per-endpoint sequence number, from 1 */
     int caller_cpu;       /* CPU of a dispatching caller that waits (not a sub worker), or -1:

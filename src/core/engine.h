@@ -35,6 +35,7 @@
 #include "core/tensormap.h"
 #include "strata/worker.h"
 #include "util/futex.h"
+#include "util/lease.h"
 
 #define ST_MAX_CALLABLES 1024
 
@@ -114,9 +115,8 @@ struct strata_worker {
     int live_runs;
     _Atomic int lingering_helpers; /* retired runs a waiting thread still helps (helping.c) */
     uint64_t next_run_id;
-    int building; /* a run is being built */
-    uint32_t lease_gen[2];
-    int lease_used[2];
+    int building;         /* a run is being built */
+    st_lease_pool leases; /* one per live run (util/lease.h) */
     struct strata_orch orch;
 
     st_event space_ev; /* bumped when slots or heap space are freed for a waiter */

@@ -2,7 +2,7 @@
  * (chip_endpoint.c) and the worker-level chip calls (worker_chip.c).
  *
  * Owns: the endpoint record of a chip in an L3 worker (its task records,
- * lease generations, programs used, chip buffers and the leaf lock `mu`), the
+ * programs used, chip buffers and the leaf lock `mu`), the
  * endpoint's operations table (which also tells a chip endpoint from any
  * other) and its thread's entry point.
  * Must never: be included outside src/exec/: the engine sees a chip endpoint
@@ -33,7 +33,6 @@ typedef struct chip_task {
     st_dispatch d; /* copy; d.args and d.cfg stay valid until the completion */
     int activated; /* its run is (or was) the head */
     int lane_activated;
-    uint32_t slot;
     st_lane_run *run;
     st_completion comp; /* the engine holds it from completion until it dispatches anew */
 } chip_task;
@@ -62,7 +61,6 @@ typedef struct chip_ep {
     st_completion reject; /* for a dispatch that finds no free record */
     uint64_t active_run;  /* highest run id activated so far */
     int stopping;
-    uint64_t lease_gen[STRATA_BACKEND_MAX_DEPTH];
     uint64_t native_runs; /* native run ids minted for the lane (endpoint thread only) */
     chip_program_entry programs[CHIP_EP_PROGRAMS]; /* endpoint thread only */
     int nprograms;
