@@ -25,7 +25,12 @@ typedef struct st_endpoint st_endpoint;
 /* What a callable is, as the engine and the endpoints see it. */
 typedef enum st_callable_kind { ST_CALLABLE_SUB = 0, ST_CALLABLE_NEXT = 1 } st_callable_kind;
 
+/* Callables of one worker: their ids are 0 .. ST_MAX_CALLABLES-1, so an
+ * endpoint may index its own per-callable state by id. */
+#define ST_MAX_CALLABLES 1024
+
 typedef struct st_callable_info {
+    strata_callable id; /* its id in the worker's registry */
     char name[64];
     st_callable_kind kind;
     strata_sub_fn fn; /* SUB callables (and test next-level callables) */

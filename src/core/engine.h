@@ -36,8 +36,7 @@
 #include "strata/worker.h"
 #include "util/futex.h"
 #include "util/lease.h"
-
-#define ST_MAX_CALLABLES 1024
+#include "util/registry.h"
 
 typedef enum st_worker_state {
     ST_WORKER_CREATED = 0,
@@ -93,11 +92,11 @@ struct strata_worker {
     st_tensormap tmap;
     st_heap heap;
 
-    /* Registered callables: entries are written once under the engine lock and
-     * then published by a release store of ncallables, so submitters read
-     * them without the lock. */
-    st_callable_info *callables[ST_MAX_CALLABLES];
-    _Atomic int ncallables;
+    /* Registered callables (st_callable_info payloads, ids = strata_callable).
+     * Added under the engine lock and never removed, so submitters and
+     * endpoints read them without it (util/registry.h). */
+    st_registry callables;
+    st_registry_entry callable_entries[ST_MAX_CALLABLES];
 
     st_sub_state *subs;
     int nsubs;

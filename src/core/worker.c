@@ -24,6 +24,7 @@
 #include "core/worker.h"
 #include "util/alloc.h"
 #include "util/error.h"
+#include "util/registry.h"
 #include "util/state_machine.h"
 
 /* The worker whose orchestration function runs on this thread, if any:
@@ -122,6 +123,7 @@ int strata_worker_create(const strata_worker_config *cfg, strata_worker **out) {
     if (!w)
         return st_fail_nomem("strata_worker_create: the worker", sizeof *w);
     w->cfg = *cfg;
+    st_registry_init(&w->callables, w->callable_entries, ST_MAX_CALLABLES, "callable", "worker");
     atomic_store(&w->next_buffer_id, 1);
     w->orch.w = w;
     int rc = st_slots_init(&w->slots, cfg->task_window);
@@ -215,19 +217,14 @@ static int register_callable(strata_worker *w, const char *name, st_callable_kin
     int rc = STRATA_OK;
     if (w->state == ST_WORKER_CLOSED)
         rc = st_fail(STRATA_ECLOSED, "%s: the worker is closed", what);
-    for (int i = 0; rc == STRATA_OK && i < w->ncallables; i++)
-        if (strcmp(w->callables[i]->name, name) == 0)
-            rc = st_fail(STRATA_EINVAL, "%s: a callable named '%s' is already registered", what,
-                         name);
-    if (rc == STRATA_OK && w->ncallables >= ST_MAX_CALLABLES)
-        rc = st_fail(STRATA_ECAPACITY, "%s: at most %d callables per worker", what,
-                     ST_MAX_CALLABLES);
+    int32_t id = -1;
+    if (rc == STRATA_OK)
+        rc = st_registry_add(&w->callables, ci->name, ci, what, &id);
     if (rc == STRATA_OK) {
-        /* Pointers are stable: endpoints read entries without the lock. */
-        int n = atomic_load(&w->ncallables);
-        w->callables[n] = ci;
-        atomic_store_explicit(&w->ncallables, n + 1, memory_order_release);
-        *out = n;
+        /* Endpoints read the id only of callables dispatched to them, under
+         * this lock later: written after publication, still ordered before. */
+        ci->id = id;
+        *out = id;
     }
     st_engine_unlock(w);
     if (rc != STRATA_OK)
@@ -248,8 +245,7 @@ int st_register_next_level(strata_worker *w, const char *name, strata_sub_fn fn,
 }
 
 void st_task_label(strata_worker *w, st_slot *s, char *buf, size_t n) {
-    const st_callable_info *ci =
-        s->callable >= 0 && s->callable < w->ncallables ? w->callables[s->callable] : NULL;
+    const st_callable_info *ci = st_registry_get(&w->callables, s->callable);
     snprintf(buf, n, "task '%s' #%llu", ci ? ci->name : "?", (unsigned long long)s->seq);
 }
 
@@ -378,8 +374,8 @@ void strata_worker_destroy(strata_worker *w) {
      * would pull the engine out from under it: refuse, and leave it intact. */
     if (strata_worker_close(w) == STRATA_ESTATE && (tls_orchestrating == w || st_in_task_of(w)))
         return;
-    for (int i = 0; i < w->ncallables; i++)
-        st_free(w->callables[i]);
+    for (uint32_t i = 0; i < st_registry_count(&w->callables); i++)
+        st_free(st_registry_get(&w->callables, (int32_t)i));
     st_free(w->subs);
     st_free(w->idle_subs);
     st_free(w->reserved);

@@ -3,9 +3,10 @@
  *
  * Owns: one endpoint thread per chip, the endpoint's two task records, the
  * native run ids it gives the lane (it is the lane's only admitter; each
- * task goes in under its run's lease, as dispatched), the map from
- * worker callables to programs registered on the chip, and the endpoint's
- * operations (dispatch, activate, stop, destroy).
+ * task goes in under its run's lease, as dispatched), the chip program of
+ * each worker callable (registered on the chip the first time a task of it
+ * arrives), and the endpoint's operations (dispatch, activate, stop,
+ * destroy).
  * Must never: block in dispatch or activate (they run under the engine lock:
  * they only record and signal), call the engine or the lane while holding
  * its own mutex, or complete a dispatch twice.
@@ -41,24 +42,22 @@ static strata_program_fn program_fn_of(const st_callable_info *ci) {
     return fn;
 }
 
-/* The chip's program for a worker callable, registered on first use. */
+/* The chip's program for a worker callable: registered on this chip the
+ * first time a task of it arrives, then found by the callable's id. */
 static int program_for(chip_ep *ep, const st_callable_info *ci, strata_chip_program *out) {
-    for (int i = 0; i < ep->nprograms; i++)
-        if (ep->programs[i].ci == ci) {
-            *out = ep->programs[i].prog;
-            return STRATA_OK;
-        }
+    int32_t known = ep->chip_program[ci->id];
+    if (known) {
+        *out = known - 1;
+        return STRATA_OK;
+    }
     if (ci->kind != ST_CALLABLE_NEXT || !ci->program)
         return st_fail(STRATA_EINVAL,
                        "%s: '%s' is not a chip program (register it with "
                        "strata_worker_register_chip_program)",
                        ep->base.label, ci->name);
-    if (ep->nprograms == CHIP_EP_PROGRAMS)
-        return st_fail(STRATA_ECAPACITY, "%s: more than %d chip programs used on one chip",
-                       ep->base.label, CHIP_EP_PROGRAMS);
     strata_chip_program_desc desc = {.name = ci->name, .fn = program_fn_of(ci), .user = ci->user};
     STRATA_TRY(strata_chip_register_program(ep->chip, &desc, out));
-    ep->programs[ep->nprograms++] = (chip_program_entry){.ci = ci, .prog = *out};
+    ep->chip_program[ci->id] = *out + 1;
     return STRATA_OK;
 }
 

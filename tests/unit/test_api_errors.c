@@ -1367,6 +1367,29 @@ static void empty_or_overlong_callable_name_is_einval(void **state) {
     destroy(f);
 }
 
+/* docs/api.md: STRATA_ECAPACITY at 1024 callables per worker, ids 0..1023,
+ * whatever their kind; the message names the limit. */
+static void the_callable_registry_is_full_at_its_documented_limit(void **state) {
+    (void)state;
+    fixture *f = make();
+    char name[32];
+    strata_callable c = -1, last = -1;
+    int rc = STRATA_OK;
+    for (int i = 0; rc == STRATA_OK && i < 2000; i++) {
+        snprintf(name, sizeof name, "filler%d", i);
+        rc = strata_worker_register_sub(f->w, name, noop_fn, f, &c);
+        if (rc == STRATA_OK)
+            last = c;
+    }
+    assert_int_equal(rc, STRATA_ECAPACITY);
+    assert_message_mentions("at most 1024 callables per worker");
+    assert_int_equal(last, 1023);
+    assert_fails(STRATA_ECAPACITY, "1024",
+                 st_register_next_level(f->w, "one_more", NULL, NULL, NULL, &c));
+    assert_ok(strata_worker_run(f->w, orch_noop_task, f)); /* the registered ones still run */
+    destroy(f);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(null_config_and_out_on_create_are_einval),
@@ -1422,6 +1445,7 @@ int main(void) {
         cmocka_unit_test(config_other_limits_are_checked),
         cmocka_unit_test(config_defaults_are_documented_values),
         cmocka_unit_test(duplicate_callable_name_is_einval),
+        cmocka_unit_test(the_callable_registry_is_full_at_its_documented_limit),
         cmocka_unit_test(empty_or_overlong_callable_name_is_einval),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -4,7 +4,7 @@
  *
  * Owns: what the chip endpoint hands its chip: the lease a chip task reaches
  * the lane and the device with (its run's), and the chip programs it
- * registers for the worker's callables.
+ * registers for the worker's callables (once each, at first use).
  * Never asserts timing: the fake's device wait blocks until the test
  * completes the run.
  */
@@ -51,6 +51,12 @@ static void open_gate(void) {
 
 static int noop_program(strata_program_ctx *ctx, const strata_task_args *a, void *user) {
     (void)ctx;
+    (void)a;
+    (void)user;
+    return 0;
+}
+
+static int pad_fn(const strata_task_args *a, void *user) {
     (void)a;
     (void)user;
     return 0;
@@ -202,10 +208,56 @@ static void two_tasks_of_one_run_share_its_lease_in_the_lane(void **state) {
     strata_worker_destroy(f.w);
 }
 
+/* ---- chip programs ------------------------------------------------------------------ */
+
+typedef struct two_programs {
+    fixture *f;
+    strata_callable first, second;
+} two_programs;
+
+static int orch_second_then_first(strata_orch *o, void *arg) {
+    two_programs *t = arg;
+    strata_task_args a;
+    strata_args_init(&a);
+    STRATA_TRY(strata_orch_submit_next_level(o, t->second, &a, NULL, t->f->chip));
+    return strata_orch_submit_next_level(o, t->first, &a, NULL, t->f->chip);
+}
+
+/* A worker's chip program becomes a program of a chip the first time one of
+ * its tasks arrives there, once; later tasks find it by the callable's id. */
+static void a_chip_program_is_registered_on_the_chip_once_at_first_use(void **state) {
+    (void)state;
+    fixture f;
+    open_worker(&f); /* "noop": callable 0 */
+    set_auto_complete();
+    two_programs t = {.f = &f, .first = f.prog};
+    strata_callable pad;
+    assert_ok(strata_worker_register_sub(f.w, "pad", pad_fn, NULL, &pad));
+    strata_chip_program_desc d = {.name = "second", .fn = noop_program};
+    assert_ok(strata_worker_register_chip_program(f.w, &d, &t.second)); /* callable 2 */
+    assert_int_equal(t.second, 2);
+    assert_ok(strata_worker_run(f.w, orch_second_then_first, &t));
+    assert_ok(strata_worker_run(f.w, orch_second_then_first, &t)); /* found, not registered */
+
+    chip_ep *ep = (chip_ep *)st_worker_next_endpoint(f.w, f.chip);
+    assert_int_equal(ep->chip_program[t.second], 0 + 1); /* first to arrive: chip program 0 */
+    assert_int_equal(ep->chip_program[t.first], 1 + 1);
+    assert_int_equal(ep->chip_program[pad], 0); /* never on this chip */
+    uint32_t backend_id;
+    char name[STRATA_PROGRAM_NAME_MAX];
+    assert_ok(st_chip_program_info(ep->chip, 0, &backend_id, name, sizeof name));
+    assert_string_equal(name, "second");
+    assert_ok(st_chip_program_info(ep->chip, 1, &backend_id, name, sizeof name));
+    assert_string_equal(name, "noop");
+    assert_status(STRATA_EINVAL, st_chip_program_info(ep->chip, 2, &backend_id, name, sizeof name));
+    strata_worker_destroy(f.w);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(a_chip_task_reaches_the_device_under_its_runs_lease),
         cmocka_unit_test(two_tasks_of_one_run_share_its_lease_in_the_lane),
+        cmocka_unit_test(a_chip_program_is_registered_on_the_chip_once_at_first_use),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
