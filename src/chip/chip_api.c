@@ -1,6 +1,6 @@
 /* chip/chip_api.c - the public L2 API (include/strata/chip.h).
  *
- * Owns: strata_chip (a ChipWorker, its lane and the chip's program table),
+ * Owns: strata_chip (a ChipWorker, its lane and the chip's program registry),
  * validation of every public argument, the sim injection knobs (strata/sim.h), and the
  * program-side calls (strata_program_launch / strata_program_fail).
  * Must never: let bad input reach the ChipWorker or the backend, or keep
@@ -26,13 +26,14 @@
 #include "util/clock.h"
 #include "util/error.h"
 #include "util/message.h"
+#include "util/registry.h"
 #include "util/view.h"
 
 #define ST_CHIP_MAX_PROGRAMS 64
 #define ST_CHIP_MAX_CORES 64
 
+/* A registered program: the payload of its entry in the chip's registry. */
 typedef struct st_chip_program {
-    int in_use;
     uint32_t backend_id;
     char name[STRATA_PROGRAM_NAME_MAX];
 } st_chip_program;
@@ -41,11 +42,13 @@ struct strata_chip {
     st_chip_worker *cw;
     st_run_lane *lane; /* closed by strata_chip_close, freed by strata_chip_destroy */
     int is_sim;
-    int closed;         /* strata_chip_close ran: later work is ECLOSED */
-    st_error close;     /* what close failed with, returned again on every call */
-    pthread_mutex_t mu; /* protects programs[]; a leaf lock (backend calls made under it
-                           never call back into strata) */
-    st_chip_program programs[ST_CHIP_MAX_PROGRAMS];
+    int closed;           /* strata_chip_close ran: later work is ECLOSED */
+    st_error close;       /* what close failed with, returned again on every call */
+    pthread_mutex_t mu;   /* protects programs: every lookup takes it (ids are reused after an
+                             unregistration); a leaf lock (backend calls made under it never call
+                             back into strata) */
+    st_registry programs; /* st_chip_program payloads (util/registry.h) */
+    st_registry_entry program_entries[ST_CHIP_MAX_PROGRAMS];
 };
 
 /* The lane's handle. Queries take a const handle; the lane may still make
@@ -158,6 +161,8 @@ static int validate_config(const strata_chip_config *cfg) {
 static void free_chip(strata_chip *chip) {
     st_lane_release(chip->lane);
     st_chip_worker_free(chip->cw);
+    for (uint32_t i = 0; i < st_registry_count(&chip->programs); i++)
+        st_free(st_registry_get(&chip->programs, (int32_t)i));
     pthread_mutex_destroy(&chip->mu);
     st_free(chip);
 }
@@ -171,6 +176,8 @@ int strata_chip_open(const strata_chip_config *cfg, strata_chip **out) {
     if (!chip)
         return st_fail_nomem("strata_chip_open: the chip", sizeof *chip);
     pthread_mutex_init(&chip->mu, NULL);
+    st_registry_init(&chip->programs, chip->program_entries, ST_CHIP_MAX_PROGRAMS, "program",
+                     "chip");
     chip->cw = st_chip_worker_new();
     if (!chip->cw) {
         free_chip(chip);
@@ -247,46 +254,38 @@ int strata_chip_register_program(strata_chip *chip, const strata_chip_program_de
     if (!desc->name || !desc->name[0] || strlen(desc->name) >= STRATA_PROGRAM_NAME_MAX)
         return st_fail(STRATA_EINVAL, "strata_chip_register_program: the name must be 1..%d bytes",
                        STRATA_PROGRAM_NAME_MAX - 1);
+    st_chip_program *p = st_malloc(sizeof *p);
+    if (!p)
+        return st_fail_nomem("strata_chip_register_program: the program's record", sizeof *p);
+    snprintf(p->name, sizeof p->name, "%s", desc->name);
     pthread_mutex_lock(&chip->mu);
-    int slot = -1;
-    for (int i = 0; i < ST_CHIP_MAX_PROGRAMS; i++) {
-        if (chip->programs[i].in_use && strcmp(chip->programs[i].name, desc->name) == 0) {
-            pthread_mutex_unlock(&chip->mu);
-            return st_fail(STRATA_EINVAL, "%s: program '%s' is already registered",
-                           st_chip_worker_label(chip->cw), desc->name);
-        }
-        if (!chip->programs[i].in_use && slot < 0)
-            slot = i;
-    }
-    if (slot < 0) {
-        pthread_mutex_unlock(&chip->mu);
-        return st_fail(STRATA_ECAPACITY, "%s: %d programs are registered; unregister one first",
-                       st_chip_worker_label(chip->cw), ST_CHIP_MAX_PROGRAMS);
-    }
-    strata_backend_program bp = {.name = desc->name, .fn = desc->fn, .user = desc->user};
-    uint32_t id = 0;
-    int rc = st_cw_register_program(chip->cw, &bp, &id);
+    int32_t id = -1;
+    int rc = st_registry_add(&chip->programs, p->name, p, st_chip_worker_label(chip->cw), &id);
     if (rc == STRATA_OK) {
-        st_chip_program *p = &chip->programs[slot];
-        p->in_use = 1;
-        p->backend_id = id;
-        snprintf(p->name, sizeof p->name, "%s", desc->name);
-        *out = slot;
+        strata_backend_program bp = {.name = desc->name, .fn = desc->fn, .user = desc->user};
+        rc = st_cw_register_program(chip->cw, &bp, &p->backend_id);
+        if (rc != STRATA_OK) /* no reader saw it: every lookup holds mu */
+            st_registry_remove(&chip->programs, id);
     }
     pthread_mutex_unlock(&chip->mu);
-    return rc;
+    if (rc != STRATA_OK) {
+        st_free(p);
+        return rc;
+    }
+    *out = id;
+    return STRATA_OK;
 }
 
 /* Copy of a registered program's entry, or an error naming the id. */
 static int find_program(strata_chip *chip, strata_chip_program prog, st_chip_program *out) {
     pthread_mutex_lock(&chip->mu);
-    int ok = prog >= 0 && prog < ST_CHIP_MAX_PROGRAMS && chip->programs[prog].in_use;
-    if (ok)
-        *out = chip->programs[prog];
+    const st_chip_program *p = st_registry_get(&chip->programs, prog);
+    if (p)
+        *out = *p;
     pthread_mutex_unlock(&chip->mu);
-    return ok ? STRATA_OK
-              : st_fail(STRATA_EINVAL, "%s: program id %d is not registered on this chip",
-                        st_chip_worker_label(chip->cw), (int)prog);
+    return p ? STRATA_OK
+             : st_fail(STRATA_EINVAL, "%s: program id %d is not registered on this chip",
+                       st_chip_worker_label(chip->cw), (int)prog);
 }
 
 int strata_chip_unregister_program(strata_chip *chip, strata_chip_program prog) {
@@ -303,7 +302,7 @@ int strata_chip_unregister_program(strata_chip *chip, strata_chip_program prog) 
     pthread_mutex_lock(&chip->mu);
     int rc = st_cw_unregister_program(chip->cw, p.backend_id);
     if (rc == STRATA_OK)
-        memset(&chip->programs[prog], 0, sizeof chip->programs[prog]);
+        st_free(st_registry_remove(&chip->programs, prog));
     pthread_mutex_unlock(&chip->mu);
     return rc;
 }

@@ -1,6 +1,6 @@
 /* chip/chip_internal.h - what the L3 chip endpoint needs from a strata_chip.
  *
- * Owns: accessors to a chip's lane and program table for code inside the
+ * Owns: accessors to a chip's lane and program registry for code inside the
  * library (src/exec/chip_endpoint.c).
  * Must never: be included by anything outside src/; the public face of a
  * chip is include/strata/chip.h.

@@ -17,6 +17,7 @@
 #include "util/alloc.h"
 #include "util/assert.h"
 #include "util/error.h"
+#include "util/lease.h"
 #include "util/state_machine.h"
 
 typedef enum st_cw_state { ST_CW_PRISTINE = 0, ST_CW_READY, ST_CW_FINALIZED } st_cw_state;
@@ -43,7 +44,7 @@ struct st_chip_worker {
     uint32_t depth;
     int concurrent_prepare;
     st_native_slot slots[STRATA_BACKEND_MAX_DEPTH];
-    st_gen_filter filter;
+    st_lease_filter filter; /* per lease slot */
     _Atomic uint64_t own_epochs;
     _Atomic uint64_t *epochs;
     char label[ST_CHIP_LABEL_MAX];
@@ -136,23 +137,6 @@ void st_native_identity(const st_native_token *t, char *buf, size_t cap) {
              t->run_id, t->slot, t->generation, t->dispatch_id, t->epoch);
 }
 
-/* ---- Generation filter ------------------------------------------------------------ */
-
-int st_gen_filter_preview(const st_gen_filter *f, uint32_t slot, uint64_t generation) {
-    return slot < STRATA_BACKEND_MAX_DEPTH && generation >= f->newest[slot];
-}
-
-int st_gen_filter_commit(st_gen_filter *f, uint32_t slot, uint64_t generation) {
-    if (!st_gen_filter_preview(f, slot, generation))
-        return 0;
-    f->newest[slot] = generation;
-    return 1;
-}
-
-void st_gen_filter_reset(st_gen_filter *f) {
-    memset(f, 0, sizeof *f);
-}
-
 /* ---- Lifecycle ---------------------------------------------------------------------- */
 
 st_chip_worker *st_chip_worker_new(void) {
@@ -238,7 +222,7 @@ int st_chip_worker_init(st_chip_worker *cw, const st_chip_worker_config *cfg) {
     pthread_mutex_lock(&cw->mu);
     cw->dev = dev;
     memset(cw->slots, 0, sizeof cw->slots);
-    st_gen_filter_reset(&cw->filter);
+    st_lease_filter_reset(&cw->filter);
     cw_move(cw, CW_T_INIT);
     pthread_mutex_unlock(&cw->mu);
     return STRATA_OK;
@@ -288,7 +272,7 @@ int st_chip_worker_finalize(st_chip_worker *cw) {
     }
     st_backend_unload(&cw->backend);
     cw->dev = NULL;
-    st_gen_filter_reset(&cw->filter);
+    st_lease_filter_reset(&cw->filter);
     return rc;
 }
 
@@ -329,13 +313,13 @@ st_native_phase st_chip_worker_slot_phase(st_chip_worker *cw, uint32_t slot) {
     return p;
 }
 
-int st_chip_worker_commit_generation(st_chip_worker *cw, uint32_t slot, uint64_t generation) {
+int st_chip_worker_commit_lease(st_chip_worker *cw, st_lease lease) {
     pthread_mutex_lock(&cw->mu);
-    int ok = st_gen_filter_commit(&cw->filter, slot, generation);
+    int ok = st_lease_filter_commit(&cw->filter, lease);
     pthread_mutex_unlock(&cw->mu);
     return ok ? STRATA_OK
               : st_fail(STRATA_ESTALE, "%s: generation %" PRIu64 " of slot %u is stale", cw->label,
-                        generation, slot);
+                        lease.generation, lease.slot);
 }
 
 /* ---- Native run phases -------------------------------------------------------------- */
@@ -398,7 +382,7 @@ int st_cw_prepare(st_chip_worker *cw, const st_native_request *req, st_native_to
     if (!cw || !req || !out || !req->args)
         return st_fail(STRATA_EINVAL, "prepare: NULL worker, request, token or arguments");
     st_native_token t = {.slot = req->slot,
-                         .generation = req->generation,
+                         .generation = req->lease.generation,
                          .run_id = req->run_id,
                          .dispatch_id = req->dispatch_id};
     char ident[160];
@@ -413,12 +397,14 @@ int st_cw_prepare(st_chip_worker *cw, const st_native_request *req, st_native_to
     int allow_successor = cw->concurrent_prepare && !req->diagnostics;
     if (rc == STRATA_OK)
         rc = check_successor_rule(cw, req->slot, allow_successor, ident);
-    if (rc == STRATA_OK && req->leased &&
-        !st_gen_filter_preview(&cw->filter, req->slot, req->generation))
+    if (rc == STRATA_OK && req->leased && !st_lease_valid(req->lease))
+        rc = st_fail(STRATA_EINVAL, "%s: prepare %s: invalid pipeline lease (slot %u)", cw->label,
+                     ident, req->lease.slot);
+    if (rc == STRATA_OK && req->leased && !st_lease_filter_admits(&cw->filter, req->lease))
         rc = st_fail(STRATA_ESTALE,
-                     "%s: prepare %s: generation is stale (slot %u already admitted generation "
-                     "%" PRIu64 ")",
-                     cw->label, ident, req->slot, cw->filter.newest[req->slot]);
+                     "%s: prepare %s: generation is stale (lease slot %u already admitted "
+                     "generation %" PRIu64 ")",
+                     cw->label, ident, req->lease.slot, cw->filter.newest[req->lease.slot]);
     if (rc != STRATA_OK) {
         pthread_mutex_unlock(&cw->mu);
         return rc;
@@ -436,7 +422,7 @@ int st_cw_prepare(st_chip_worker *cw, const st_native_request *req, st_native_to
     strata_native_run_desc desc = {.slot = req->slot,
                                    .flags = req->diagnostics ? STRATA_NATIVE_DIAGNOSTICS : 0,
                                    .run_id = req->run_id,
-                                   .generation = req->generation,
+                                   .generation = req->lease.generation,
                                    .dispatch_id = req->dispatch_id,
                                    .epoch = t.epoch,
                                    .accepted = req->accepted,
@@ -458,7 +444,7 @@ int st_cw_prepare(st_chip_worker *cw, const st_native_request *req, st_native_to
     const char *lost = NULL;
     if (s->epoch != t.epoch || s->phase != ST_NATIVE_PREPARING)
         lost = "the slot changed hands while prepare was in progress";
-    else if (req->leased && !st_gen_filter_commit(&cw->filter, req->slot, req->generation))
+    else if (req->leased && !st_lease_filter_commit(&cw->filter, req->lease))
         lost = "generation became stale while prepare was in progress";
     if (lost) {
         abort_preparing(cw, req->slot, t.epoch);

@@ -3,7 +3,9 @@
  * Owns: the loaded backend and the open device, the caller-owned storage of
  * the native runs (one per pipeline slot), the per-slot native run state
  * machine (EMPTY, PREPARING, PREPARED, LAUNCHED, REAPED, FINALIZING), the
- * epoch minted per prepare, and the per-slot generation filter.
+ * epoch minted per prepare, and the generation filter of the leases of the
+ * runs it prepares (util/lease.h; per lease slot, not per storage slot: the
+ * tasks of one run share its lease and may hold both storage slots).
  * Must never: hold its lock across a backend call, accept a phase call whose
  * token is not the slot's current epoch in the right phase, or let a
  * successor be prepared unless the other slot's run is launched and allowed
@@ -25,6 +27,7 @@
 
 #include "chip/backend_loader.h"
 #include "strata/backend.h"
+#include "util/lease.h"
 
 #define ST_CHIP_LABEL_MAX 64
 
@@ -66,17 +69,6 @@ typedef struct st_native_token {
 /* "(run_id=.. slot=.. generation=.. dispatch_id=.. run_epoch=..)" */
 void st_native_identity(const st_native_token *t, char *buf, size_t cap);
 
-/* Per-slot filter of lease generations: older generations are rejected,
- * equal ones admitted (one lease may dispatch several runs). preview never
- * changes anything; commit re-checks and records. */
-typedef struct st_gen_filter {
-    uint64_t newest[STRATA_BACKEND_MAX_DEPTH];
-} st_gen_filter;
-
-int st_gen_filter_preview(const st_gen_filter *f, uint32_t slot, uint64_t generation);
-int st_gen_filter_commit(st_gen_filter *f, uint32_t slot, uint64_t generation);
-void st_gen_filter_reset(st_gen_filter *f);
-
 typedef struct st_chip_worker_config {
     const char *backend;           /* path or "sim" (ignored when entry is set) */
     strata_backend_entry_fn entry; /* an in-process backend (tests) */
@@ -90,9 +82,10 @@ typedef struct st_chip_worker_config {
 
 /* One native run to prepare. */
 typedef struct st_native_request {
-    uint32_t slot;
-    int leased; /* 1: the generation passes the filter (preview, then commit) */
-    uint64_t generation;
+    uint32_t slot;  /* native run storage, < the depth; not the lease's slot */
+    int leased;     /* 1: lease is the run's pipeline lease and passes the filter (preview
+                       before the prepare, commit after it) */
+    st_lease lease; /* unleased runs use only its generation (to name the run) */
     uint64_t run_id;
     uint64_t dispatch_id;
     uint32_t program; /* backend program id */
@@ -119,9 +112,9 @@ int st_chip_worker_initialized(const st_chip_worker *cw);
 /* Depth > 1 and the backend prepares successors while a run executes. */
 int st_chip_worker_supports_successor(const st_chip_worker *cw);
 st_native_phase st_chip_worker_slot_phase(st_chip_worker *cw, uint32_t slot);
-/* Record a generation for a slot as an admitter would (what a concurrent
- * newer lease does; used by tests of the preview/commit split). */
-int st_chip_worker_commit_generation(st_chip_worker *cw, uint32_t slot, uint64_t generation);
+/* Record a lease in the generation filter as an admitter would (what a
+ * concurrent newer lease does; used by tests of the preview/commit split). */
+int st_chip_worker_commit_lease(st_chip_worker *cw, st_lease lease);
 
 /* ---- Native run phases ----
  * prepare: *incompatible is set when the backend refused to overlap the run

@@ -33,6 +33,7 @@
 #include "util/assert.h"
 #include "util/clock.h"
 #include "util/error.h"
+#include "util/lease.h"
 #include "util/message.h"
 #include "util/state_machine.h"
 
@@ -45,7 +46,8 @@ struct st_lane_run {
     char program_name[STRATA_PROGRAM_NAME_MAX];
     strata_task_args args;
     strata_call_config cfg;
-    st_lane_lease lease;
+    uint32_t slot;  /* native run storage, picked by the lane */
+    st_lease lease; /* leased: the pipeline lease; direct: only its generation (a counter) */
     uint64_t run_id;
     uint64_t dispatch_id;
     _Atomic uint32_t *accepted;
@@ -71,8 +73,8 @@ struct st_run_lane {
     st_lane_run *fifo[ST_LANE_FIFO_MAX];
     uint32_t count;
     uint32_t depth;
-    uint64_t generations[STRATA_BACKEND_MAX_DEPTH]; /* leased high-water mark per slot */
-    uint64_t direct_generation;                     /* counter of unleased (direct) runs */
+    st_lease_filter leases;     /* newest lease generation admitted per lease slot */
+    uint64_t direct_generation; /* counter of unleased (direct) runs */
     st_error poison; /* STRATA_EPOISONED and the device failure's message, once poisoned */
     int closed;
     char label[ST_CHIP_LABEL_MAX];
@@ -105,7 +107,7 @@ static void run_drop(st_lane_run *r) {
 static void run_ident(const st_lane_run *r, char *buf, size_t cap) {
     snprintf(buf, cap,
              "(run_id=%" PRIu64 " slot=%u generation=%" PRIu64 " dispatch_id=%" PRIu64 ")",
-             r->run_id, r->lease.slot, r->lease.generation, r->dispatch_id);
+             r->run_id, r->slot, r->lease.generation, r->dispatch_id);
 }
 
 /* The run failed with the message a callee left on this thread. */
@@ -204,9 +206,9 @@ typedef enum prepare_outcome { PREPARE_OK, PREPARE_FALLBACK, PREPARE_FAILED } pr
 /* QUEUED -> PREPARED. A failed prepare retires the run (never poisons); an
  * overlapping prepare the backend refuses marks a successor for depth one. */
 static prepare_outcome prepare_native(st_run_lane *lane, st_lane_run *r, int as_successor) {
-    st_native_request req = {.slot = r->lease.slot,
+    st_native_request req = {.slot = r->slot,
                              .leased = r->leased,
-                             .generation = r->lease.generation,
+                             .lease = r->lease,
                              .run_id = r->run_id,
                              .dispatch_id = r->dispatch_id,
                              .program = r->program,
@@ -507,20 +509,31 @@ static st_lane_run *new_run(st_run_lane *lane, const st_lane_request *req) {
     return r;
 }
 
+/* Lowest native run storage slot no queued run uses (mu held), or depth if none. */
+static uint32_t free_slot(const st_run_lane *lane) {
+    for (uint32_t s = 0; s < lane->depth; s++) {
+        int used = 0;
+        for (uint32_t i = 0; i < lane->count; i++)
+            used |= lane->fifo[i]->slot == s;
+        if (!used)
+            return s;
+    }
+    return lane->depth;
+}
+
 /* Checks of a leased submit, in order (mu held). */
-static int check_leased(st_run_lane *lane, st_lane_lease lease, uint64_t run_id,
-                        uint64_t dispatch_id) {
+static int check_leased(st_run_lane *lane, st_lease lease, uint64_t run_id, uint64_t dispatch_id) {
     STRATA_TRY(require_usable(lane));
-    if (lease.reserved != 0 || lease.generation == 0 || lease.slot >= lane->depth)
+    if (!st_lease_valid(lease))
         return st_fail(STRATA_EINVAL,
                        "%s: invalid pipeline lease {slot %u, generation %" PRIu64
                        "}: the slot must be < %u and the generation non-zero",
-                       lane->label, lease.slot, lease.generation, lane->depth);
-    if (lease.generation < lane->generations[lease.slot])
+                       lane->label, lease.slot, lease.generation, ST_LEASE_SLOTS);
+    if (!st_lease_filter_admits(&lane->leases, lease))
         return st_fail(STRATA_ESTALE,
                        "%s: generation %" PRIu64 " of slot %u is stale (the slot already saw "
                        "generation %" PRIu64 ")",
-                       lane->label, lease.generation, lease.slot, lane->generations[lease.slot]);
+                       lane->label, lease.generation, lease.slot, lane->leases.newest[lease.slot]);
     for (uint32_t i = 0; i < lane->count; i++) {
         const st_lane_run *q = lane->fifo[i];
         if (q->leased &&
@@ -529,11 +542,8 @@ static int check_leased(st_run_lane *lane, st_lane_lease lease, uint64_t run_id,
                            "%s: duplicate run or dispatch identity (run_id=%" PRIu64
                            " dispatch_id=%" PRIu64 " is already queued)",
                            lane->label, run_id, dispatch_id);
-        if (q->lease.slot == lease.slot)
-            return st_fail(STRATA_ESTATE, "%s: slot %u is already occupied by run_id=%" PRIu64,
-                           lane->label, lease.slot, q->run_id);
     }
-    if (lane->count >= ST_LANE_FIFO_MAX)
+    if (lane->count >= ST_LANE_FIFO_MAX || free_slot(lane) >= lane->depth)
         return st_fail(STRATA_ECAPACITY,
                        "%s: capacity exceeded before native preparation (%u runs queued)",
                        lane->label, lane->count);
@@ -570,7 +580,7 @@ static void start_admitted(st_run_lane *lane, st_lane_run *r) {
     }
 }
 
-int st_lane_submit_leased(st_run_lane *lane, const st_lane_request *req, st_lane_lease lease,
+int st_lane_submit_leased(st_run_lane *lane, const st_lane_request *req, st_lease lease,
                           uint64_t run_id, uint64_t dispatch_id, int activated, st_lane_run **out) {
     if (!lane || !out)
         return st_fail(STRATA_EINVAL, "submit: NULL lane or output");
@@ -585,7 +595,8 @@ int st_lane_submit_leased(st_run_lane *lane, const st_lane_request *req, st_lane
         pthread_mutex_unlock(&lane->mu);
         return rc;
     }
-    lane->generations[lease.slot] = lease.generation;
+    st_lease_filter_commit(&lane->leases, lease); /* checked above, under the same mu */
+    r->slot = free_slot(lane);
     r->lease = lease;
     r->run_id = run_id;
     r->dispatch_id = dispatch_id;
@@ -596,18 +607,6 @@ int st_lane_submit_leased(st_run_lane *lane, const st_lane_request *req, st_lane
     pthread_mutex_unlock(&lane->mu);
     *out = r;
     return STRATA_OK;
-}
-
-/* Lowest slot no queued run uses (mu held), or depth if none. */
-static uint32_t free_slot(const st_run_lane *lane) {
-    for (uint32_t s = 0; s < lane->depth; s++) {
-        int used = 0;
-        for (uint32_t i = 0; i < lane->count; i++)
-            used |= lane->fifo[i]->lease.slot == s;
-        if (!used)
-            return s;
-    }
-    return lane->depth;
 }
 
 int st_lane_submit_direct(st_run_lane *lane, const st_lane_request *req, st_lane_run **out) {
@@ -643,7 +642,8 @@ int st_lane_submit_direct(st_run_lane *lane, const st_lane_request *req, st_lane
     /* Direct runs use their own counter and never touch the leased
      * generation marks (nor, below, the ChipWorker's filter). */
     uint64_t gen = ++lane->direct_generation;
-    r->lease = (st_lane_lease){.slot = slot, .generation = gen};
+    r->slot = slot;
+    r->lease = (st_lease){.generation = gen};
     r->run_id = gen;
     r->activated = 1;
     lane->fifo[lane->count++] = r;
@@ -783,7 +783,7 @@ uint64_t st_lane_run_id(const st_lane_run *r) {
 }
 
 uint32_t st_lane_run_slot(const st_lane_run *r) {
-    return r->lease.slot;
+    return r->slot;
 }
 
 void st_lane_run_release(st_lane_run *r) {

@@ -23,6 +23,7 @@
 
 #include "chip/chip_worker.h"
 #include "strata/chip.h"
+#include "util/lease.h"
 
 typedef struct st_run_lane st_run_lane;
 typedef struct st_lane_run st_lane_run;
@@ -44,23 +45,20 @@ typedef struct st_lane_request {
     uint32_t accepted_value;
 } st_lane_request;
 
-/* A pipeline lease as the admitter hands it out. */
-typedef struct st_lane_lease {
-    uint32_t slot;
-    uint32_t reserved;   /* 0 */
-    uint64_t generation; /* != 0; equal generations may dispatch several runs */
-} st_lane_lease;
-
 /* The lane keeps a pointer to cw until it is closed; cw must outlive that. */
 int st_lane_create(st_chip_worker *cw, st_run_lane **out);
 /* Close (reporting nothing) and drop the owner's reference. */
 void st_lane_release(st_run_lane *lane);
 
-/* Never blocks. Rejects (nothing enqueued): closed or poisoned lane, an
- * invalid lease, a stale generation, a duplicate run/dispatch identity, an
- * occupied slot, a third run, a dispatch id before a launched front. A run
- * that fails after admission is still returned (its error surfaces at wait). */
-int st_lane_submit_leased(st_run_lane *lane, const st_lane_request *req, st_lane_lease lease,
+/* Never blocks. `lease` is the pipeline lease of the run the work belongs to
+ * (util/lease.h): several runs of one lease may be queued at once (the tasks
+ * of one engine run), an older generation of a slot is stale. The lane picks
+ * the native run storage itself. Rejects (nothing enqueued): closed or
+ * poisoned lane, an invalid lease, a stale generation, a duplicate
+ * run/dispatch identity, no room (two runs, or as many as the chip's depth),
+ * a dispatch id before a launched front. A run that fails after admission is
+ * still returned (its error surfaces at wait). */
+int st_lane_submit_leased(st_run_lane *lane, const st_lane_request *req, st_lease lease,
                           uint64_t run_id, uint64_t dispatch_id, int activated, st_lane_run **out);
 /* Blocks (in the device wait of the front) until the run can be admitted. */
 int st_lane_submit_direct(st_run_lane *lane, const st_lane_request *req, st_lane_run **out);
@@ -78,6 +76,7 @@ int st_lane_run_launched(st_lane_run *run);
 strata_chip_disposition st_lane_run_disposition(st_lane_run *run);
 st_lane_phase st_lane_run_phase(st_lane_run *run);
 uint64_t st_lane_run_id(const st_lane_run *run);
+/* The native run storage slot the run uses. */
 uint32_t st_lane_run_slot(const st_lane_run *run);
 void st_lane_run_release(st_lane_run *run);
 

@@ -21,6 +21,7 @@
 #include "core/run.h"
 #include "core/slot.h"
 #include "util/futex.h"
+#include "util/registry.h"
 
 static inline int st_next_has_room(const st_next_state *ns) {
     return ns->inflight < ns->capacity;
@@ -43,11 +44,12 @@ static void dispatch_member(strata_worker *w, st_slot *s, uint16_t m, st_endpoin
     st_dispatch d = {
         .ref = st_ref_of(s),
         .run_id = s->run->id,
+        .lease = s->run->lease,
         .member = m,
         .dispatch_id = dispatch_id,
         .caller_cpu = caller_cpu,
         .lendable = s->nmembers == 1,
-        .callable = w->callables[s->callable],
+        .callable = st_registry_at(&w->callables, s->callable), /* checked at submit */
         .args = &s->args[m],
         .cfg = &s->cfg,
     };

@@ -16,6 +16,7 @@
 
 #include "strata/worker.h"
 #include "util/error.h"
+#include "util/lease.h"
 
 typedef struct strata_worker st_engine; /* the engine is the worker */
 typedef struct st_endpoint st_endpoint;
@@ -23,7 +24,12 @@ typedef struct st_endpoint st_endpoint;
 /* What a callable is, as the engine and the endpoints see it. */
 typedef enum st_callable_kind { ST_CALLABLE_SUB = 0, ST_CALLABLE_NEXT = 1 } st_callable_kind;
 
+/* Callables of one worker: their ids are 0 .. ST_MAX_CALLABLES-1, so an
+ * endpoint may index its own per-callable state by id. */
+#define ST_MAX_CALLABLES 1024
+
 typedef struct st_callable_info {
+    strata_callable id; /* its id in the worker's registry */
     char name[64];
     st_callable_kind kind;
     strata_sub_fn fn; /* SUB callables (and test next-level callables) */
@@ -36,6 +42,8 @@ typedef struct st_callable_info {
 typedef struct st_dispatch {
     uint64_t ref; /* task reference: slot index | generation << 32 */
     uint64_t run_id;
+    st_lease lease;       /* the run's pipeline lease: a child recognises a stale holder by
+                             it (a chip's lane filters on it; DESIGN §6 frame trailer) */
     uint32_t member;      /* group member index (0 for a single task) */
     uint32_t dispatch_id; /* per-endpoint sequence number, from 1 */
     int caller_cpu;       /* CPU of a dispatching caller that waits (not a sub worker), or -1:

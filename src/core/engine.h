@@ -35,8 +35,8 @@
 #include "core/tensormap.h"
 #include "strata/worker.h"
 #include "util/futex.h"
-
-#define ST_MAX_CALLABLES 1024
+#include "util/lease.h"
+#include "util/registry.h"
 
 typedef enum st_worker_state {
     ST_WORKER_CREATED = 0,
@@ -92,11 +92,11 @@ struct strata_worker {
     st_tensormap tmap;
     st_heap heap;
 
-    /* Registered callables: entries are written once under the engine lock and
-     * then published by a release store of ncallables, so submitters read
-     * them without the lock. */
-    st_callable_info *callables[ST_MAX_CALLABLES];
-    _Atomic int ncallables;
+    /* Registered callables (st_callable_info payloads, ids = strata_callable).
+     * Added under the engine lock and never removed, so submitters and
+     * endpoints read them without it (util/registry.h). */
+    st_registry callables;
+    st_registry_entry callable_entries[ST_MAX_CALLABLES];
 
     st_sub_state *subs;
     int nsubs;
@@ -115,9 +115,8 @@ struct strata_worker {
     int live_runs;
     _Atomic int lingering_helpers; /* retired runs a waiting thread still helps (helping.c) */
     uint64_t next_run_id;
-    int building; /* a run is being built */
-    uint32_t lease_gen[2];
-    int lease_used[2];
+    int building;         /* a run is being built */
+    st_lease_pool leases; /* one per live run (util/lease.h) */
     struct strata_orch orch;
 
     st_event space_ev; /* bumped when slots or heap space are freed for a waiter */

@@ -27,6 +27,7 @@
 #include "core/tensormap.h"
 #include "util/checked.h"
 #include "util/error.h"
+#include "util/registry.h"
 
 /* An OUT tensor given without memory: the runtime provides its memory. */
 static inline int st_needs_memory(const strata_tensor *t, uint8_t tag) {
@@ -42,11 +43,12 @@ void st_describe_shape(const strata_tensor *t, char *buf, size_t n);
 
 static inline int st_check_callable(strata_worker *w, strata_callable fn, st_callable_kind kind,
                                     const char *what) {
-    if (fn < 0 || fn >= w->ncallables)
+    const st_callable_info *ci = st_registry_get(&w->callables, fn);
+    if (!ci)
         return st_fail(STRATA_EINVAL, "%s: unknown callable %d", what, fn);
-    if (w->callables[fn]->kind != kind)
-        return st_fail(STRATA_EINVAL, "%s: callable '%s' is a %s callable", what,
-                       w->callables[fn]->name, kind == ST_CALLABLE_SUB ? "next-level" : "sub");
+    if (ci->kind != kind)
+        return st_fail(STRATA_EINVAL, "%s: callable '%s' is a %s callable", what, ci->name,
+                       kind == ST_CALLABLE_SUB ? "next-level" : "sub");
     return STRATA_OK;
 }
 

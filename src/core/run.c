@@ -28,6 +28,7 @@
 #include "util/error.h"
 #include "util/growable.h"
 #include "util/futex.h"
+#include "util/lease.h"
 #include "util/state_machine.h"
 
 static const char *const phase_names[] = {"?",         "BUILDING",  "PREPARED",
@@ -142,7 +143,7 @@ static void retire(strata_worker *w, st_run *r) {
     int was_head = r->is_head;
     fifo_remove(w, r);
     free_queues(r); /* only stale entries are left; a held handle keeps none */
-    w->lease_used[r->lease.slot] = 0;
+    st_lease_return(&w->leases, r->lease);
     w->live_runs--;
     /* Before the terminal phase: a thread still helping keeps close waiting. */
     if (atomic_fetch_or(&r->help_state, ST_HELP_RETIRED) != 0)
@@ -215,11 +216,9 @@ int st_run_begin(strata_worker *w, st_run **out) {
     r->ndirected = w->nnext;
     atomic_store(&r->refs, 2); /* caller + engine */
     atomic_store(&r->phase.value, ST_RUN_BUILDING);
-    uint32_t slot = w->lease_used[0] ? 1 : 0;
-    ST_ASSERT(!w->lease_used[slot], "no free lease with %d live runs", w->live_runs);
-    w->lease_used[slot] = 1;
-    r->lease.slot = slot;
-    r->lease.generation = ++w->lease_gen[slot];
+    int leased = st_lease_take(&w->leases, &r->lease);
+    ST_ASSERT(leased, "no free lease with %d live runs", w->live_runs);
+    (void)leased;
     if (w->fifo_tail)
         w->fifo_tail->fifo_next = r;
     else

@@ -17,6 +17,7 @@
 #include "core/ready_queue.h"
 #include "util/error.h"
 #include "util/futex.h"
+#include "util/lease.h"
 
 typedef enum st_run_phase {
     ST_RUN_BUILDING = 1, /* the orchestration function is running; not yet the head */
@@ -27,13 +28,6 @@ typedef enum st_run_phase {
 } st_run_phase;
 
 const char *st_run_phase_name(uint32_t phase);
-
-/* A pipeline lease: {slot, generation}. Generations only grow, so a holder of
- * an old lease is recognised as stale. */
-typedef struct st_lease {
-    uint32_t slot;
-    uint32_t generation;
-} st_lease;
 
 struct st_slot;
 struct strata_worker;

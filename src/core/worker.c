@@ -25,6 +25,7 @@
 #include "util/alloc.h"
 #include "util/error.h"
 #include "util/growable.h"
+#include "util/registry.h"
 #include "util/state_machine.h"
 
 /* The worker whose orchestration function runs on this thread, if any:
@@ -123,6 +124,7 @@ int strata_worker_create(const strata_worker_config *cfg, strata_worker **out) {
     if (!w)
         return st_fail_nomem("strata_worker_create: the worker", sizeof *w);
     w->cfg = *cfg;
+    st_registry_init(&w->callables, w->callable_entries, ST_MAX_CALLABLES, "callable", "worker");
     atomic_store(&w->next_buffer_id, 1);
     w->orch.w = w;
     int rc = st_slots_init(&w->slots, cfg->task_window);
@@ -220,19 +222,14 @@ static int register_callable(strata_worker *w, const char *name, st_callable_kin
     int rc = STRATA_OK;
     if (w->state == ST_WORKER_CLOSED)
         rc = st_fail(STRATA_ECLOSED, "%s: the worker is closed", what);
-    for (int i = 0; rc == STRATA_OK && i < w->ncallables; i++)
-        if (strcmp(w->callables[i]->name, name) == 0)
-            rc = st_fail(STRATA_EINVAL, "%s: a callable named '%s' is already registered", what,
-                         name);
-    if (rc == STRATA_OK && w->ncallables >= ST_MAX_CALLABLES)
-        rc = st_fail(STRATA_ECAPACITY, "%s: at most %d callables per worker", what,
-                     ST_MAX_CALLABLES);
+    int32_t id = -1;
+    if (rc == STRATA_OK)
+        rc = st_registry_add(&w->callables, ci->name, ci, what, &id);
     if (rc == STRATA_OK) {
-        /* Pointers are stable: endpoints read entries without the lock. */
-        int n = atomic_load(&w->ncallables);
-        w->callables[n] = ci;
-        atomic_store_explicit(&w->ncallables, n + 1, memory_order_release);
-        *out = n;
+        /* Endpoints read the id only of callables dispatched to them, under
+         * this lock later: written after publication, still ordered before. */
+        ci->id = id;
+        *out = id;
     }
     st_engine_unlock(w);
     if (rc != STRATA_OK)
@@ -253,8 +250,7 @@ int st_register_next_level(strata_worker *w, const char *name, strata_sub_fn fn,
 }
 
 void st_task_label(strata_worker *w, st_slot *s, char *buf, size_t n) {
-    const st_callable_info *ci =
-        s->callable >= 0 && s->callable < w->ncallables ? w->callables[s->callable] : NULL;
+    const st_callable_info *ci = st_registry_get(&w->callables, s->callable);
     snprintf(buf, n, "task '%s' #%llu", ci ? ci->name : "?", (unsigned long long)s->seq);
 }
 
@@ -327,6 +323,15 @@ int st_worker_start(strata_worker *w, st_sub_endpoint_create_fn create_sub) {
     return STRATA_OK;
 }
 
+/* After this a worker-level chip call that looks a chip up finds none, so
+ * none reaches an endpoint being destroyed. The scheduler thread reads the
+ * count without the lock: call this only once it has stopped (or never ran). */
+static void detach_next_level(strata_worker *w) {
+    st_engine_lock(w);
+    w->nnext = 0;
+    st_engine_unlock(w);
+}
+
 int strata_worker_close(strata_worker *w) {
     if (!w)
         return st_fail(STRATA_EINVAL, "strata_worker_close: worker is NULL");
@@ -353,13 +358,9 @@ int strata_worker_close(strata_worker *w) {
      * workers for a moment (core/helping.c). */
     while (atomic_load(&w->lingering_helpers) > 0)
         sched_yield();
-    /* Detach the next-level table under the lock first: a worker-level chip
-     * call that looks a chip up from now on finds none. */
-    st_engine_lock(w);
-    int nnext = w->nnext;
-    w->nnext = 0;
-    st_engine_unlock(w);
+    int nnext = w->nnext; /* fixed since init; detached below, once no thread polls it */
     if (!was_running) {
+        detach_next_level(w);
         /* Never initialised: endpoints added but never started. */
         for (int i = 0; i < nnext; i++) {
             w->next[i].ep->ops->stop(w->next[i].ep);
@@ -372,6 +373,7 @@ int strata_worker_close(strata_worker *w) {
     for (int i = 0; i < nnext; i++)
         w->next[i].ep->ops->stop(w->next[i].ep);
     st_sched_stop(w);
+    detach_next_level(w);
     for (int i = 0; i < w->nsubs; i++)
         w->subs[i].ep->ops->destroy(w->subs[i].ep);
     for (int i = 0; i < nnext; i++)
@@ -387,8 +389,8 @@ void strata_worker_destroy(strata_worker *w) {
      * would pull the engine out from under it: refuse, and leave it intact. */
     if (strata_worker_close(w) == STRATA_ESTATE && (tls_orchestrating == w || st_in_task_of(w)))
         return;
-    for (int i = 0; i < w->ncallables; i++)
-        st_free(w->callables[i]);
+    for (uint32_t i = 0; i < st_registry_count(&w->callables); i++)
+        st_free(st_registry_get(&w->callables, (int32_t)i));
     st_free(w->subs);
     st_free(w->idle_subs);
     st_free(w->reserved);

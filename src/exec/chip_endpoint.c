@@ -2,9 +2,11 @@
  * worker: the endpoint that drives an in-process chip through its lane.
  *
  * Owns: one endpoint thread per chip, the endpoint's two task records, the
- * leases it mints for its lane (it is the lane's only admitter), the map from
- * worker callables to programs registered on the chip, and the endpoint's
- * operations (dispatch, activate, stop, destroy).
+ * native run ids it gives the lane (it is the lane's only admitter; each
+ * task goes in under its run's lease, as dispatched), the chip program of
+ * each worker callable (registered on the chip the first time a task of it
+ * arrives), and the endpoint's operations (dispatch, activate, stop,
+ * destroy).
  * Must never: block in dispatch or activate (they run under the engine lock:
  * they only record and signal), call the engine or the lane while holding
  * its own mutex, or complete a dispatch twice.
@@ -42,24 +44,22 @@ static strata_program_fn program_fn_of(const st_callable_info *ci) {
     return fn;
 }
 
-/* The chip's program for a worker callable, registered on first use. */
+/* The chip's program for a worker callable: registered on this chip the
+ * first time a task of it arrives, then found by the callable's id. */
 static int program_for(chip_ep *ep, const st_callable_info *ci, strata_chip_program *out) {
-    for (int i = 0; i < ep->nprograms; i++)
-        if (ep->programs[i].ci == ci) {
-            *out = ep->programs[i].prog;
-            return STRATA_OK;
-        }
+    int32_t known = ep->chip_program[ci->id];
+    if (known) {
+        *out = known - 1;
+        return STRATA_OK;
+    }
     if (ci->kind != ST_CALLABLE_NEXT || !ci->program)
         return st_fail(STRATA_EINVAL,
                        "%s: '%s' is not a chip program (register it with "
                        "strata_worker_register_chip_program)",
                        ep->base.label, ci->name);
-    if (ep->nprograms == CHIP_EP_PROGRAMS)
-        return st_fail(STRATA_ECAPACITY, "%s: more than %d chip programs used on one chip",
-                       ep->base.label, CHIP_EP_PROGRAMS);
     strata_chip_program_desc desc = {.name = ci->name, .fn = program_fn_of(ci), .user = ci->user};
     STRATA_TRY(strata_chip_register_program(ep->chip, &desc, out));
-    ep->programs[ep->nprograms++] = (chip_program_entry){.ci = ci, .prog = *out};
+    ep->chip_program[ci->id] = *out + 1;
     return STRATA_OK;
 }
 
@@ -106,21 +106,17 @@ static void complete_task(chip_ep *ep, chip_task *t) {
     st_endpoint_complete(&ep->base, &t->comp);
 }
 
-/* A lane slot no submitted task holds, or depth if none. mu held. */
-static uint32_t free_lane_slot(chip_ep *ep) {
-    uint32_t depth = st_chip_worker_depth(st_chip_worker_of(ep->chip));
-    for (uint32_t s = 0; s < depth; s++) {
-        int used = 0;
-        for (int i = 0; i < CHIP_EP_TASKS; i++)
-            used |= ep->tasks[i].state == CHIP_TASK_SUBMITTED && ep->tasks[i].slot == s;
-        if (!used)
-            return s;
-    }
-    return depth;
+/* The lane has room for one more task: it holds one native run per storage
+ * slot of the chip. mu held. */
+static int lane_has_room(chip_ep *ep) {
+    uint32_t submitted = 0;
+    for (int i = 0; i < CHIP_EP_TASKS; i++)
+        submitted += ep->tasks[i].state == CHIP_TASK_SUBMITTED;
+    return submitted < st_chip_worker_depth(st_chip_worker_of(ep->chip));
 }
 
 /* Put t into the lane. On failure t is completed as an endpoint failure. */
-static void submit_task(chip_ep *ep, chip_task *t, uint32_t slot, int activated) {
+static void submit_task(chip_ep *ep, chip_task *t, int activated) {
     strata_chip_program prog;
     uint32_t backend_id = 0;
     char name[STRATA_PROGRAM_NAME_MAX];
@@ -130,11 +126,11 @@ static void submit_task(chip_ep *ep, chip_task *t, uint32_t slot, int activated)
     if (rc == STRATA_OK) {
         st_lane_request req = {
             .program = backend_id, .program_name = name, .args = t->d.args, .cfg = t->d.cfg};
-        st_lane_lease lease = {.slot = slot, .generation = ++ep->lease_gen[slot]};
-        /* Several tasks of one L3 run can sit in the lane at once, so each gets
-         * its own native run id on this chip (the L3 run id names it in messages
-         * through the engine's prefix). */
-        rc = st_lane_submit_leased(st_chip_lane(ep->chip), &req, lease, ++ep->native_runs,
+        /* The run's own lease: the lane's generation filter sees the engine's
+         * generations. Several tasks of one L3 run (one lease) can sit in the
+         * lane at once, so each gets its own native run id on this chip (the
+         * L3 run id names it in messages through the engine's prefix). */
+        rc = st_lane_submit_leased(st_chip_lane(ep->chip), &req, t->d.lease, ++ep->native_runs,
                                    t->d.dispatch_id, activated, &t->run);
     }
     if (rc != STRATA_OK) { /* out of memory stays that: the chip itself is fine */
@@ -176,10 +172,9 @@ static chip_task *oldest(chip_ep *ep, chip_task_state state, int activated_only)
 typedef enum chip_step { STEP_SUBMIT, STEP_ACTIVATE, STEP_FINISH, STEP_SLEEP, STEP_EXIT } chip_step;
 
 /* What the thread does next, decided under mu. */
-static chip_step next_step(chip_ep *ep, chip_task **out, uint32_t *slot) {
+static chip_step next_step(chip_ep *ep, chip_task **out) {
     chip_task *q = oldest(ep, CHIP_TASK_QUEUED, 0);
-    if (q && (*slot = free_lane_slot(ep)) < STRATA_BACKEND_MAX_DEPTH &&
-        *slot < st_chip_worker_depth(st_chip_worker_of(ep->chip))) {
+    if (q && lane_has_room(ep)) {
         *out = q;
         return STEP_SUBMIT;
     }
@@ -204,22 +199,19 @@ void *st_chip_ep_main(void *arg) {
     st_thread_serve(ep->base.engine); /* chip programs here must not wait on this worker */
     for (;;) {
         chip_task *t = NULL;
-        uint32_t slot = 0;
         pthread_mutex_lock(&ep->mu);
         chip_step step;
-        while ((step = next_step(ep, &t, &slot)) == STEP_SLEEP)
+        while ((step = next_step(ep, &t)) == STEP_SLEEP)
             pthread_cond_wait(&ep->cv, &ep->mu);
         int activated = t ? t->activated : 0;
-        if (step == STEP_SUBMIT) {
-            chip_task_move(t, CHIP_T_SUBMIT); /* slot reserved; submit_task settles it */
-            t->slot = slot;
-        }
+        if (step == STEP_SUBMIT)
+            chip_task_move(t, CHIP_T_SUBMIT); /* room reserved; submit_task settles it */
         if (step == STEP_ACTIVATE)
             t->lane_activated = 1;
         pthread_mutex_unlock(&ep->mu);
         switch (step) {
         case STEP_SUBMIT:
-            submit_task(ep, t, slot, activated);
+            submit_task(ep, t, activated);
             break;
         case STEP_ACTIVATE:
             st_lane_activate(t->run); /* a failed run reports at its wait */

@@ -2,7 +2,8 @@
  * (chip_endpoint.c) and the worker-level chip calls (worker_chip.c).
  *
  * Owns: the endpoint record of a chip in an L3 worker (its task records,
- * lease generations, programs used, chip buffers and the leaf lock `mu`), the
+ * the chip program of each worker callable used on it, chip buffers and the
+ * leaf lock `mu`), the
  * endpoint's operations table (which also tells a chip endpoint from any
  * other) and its thread's entry point.
  * Must never: be included outside src/exec/: the engine sees a chip endpoint
@@ -20,7 +21,6 @@
 #include "strata/chip.h"
 
 #define CHIP_EP_TASKS 2 /* tasks one chip can hold: a running one and a staged one */
-#define CHIP_EP_PROGRAMS 64
 
 typedef enum chip_task_state {
     CHIP_TASK_FREE = 0,
@@ -33,15 +33,9 @@ typedef struct chip_task {
     st_dispatch d; /* copy; d.args and d.cfg stay valid until the completion */
     int activated; /* its run is (or was) the head */
     int lane_activated;
-    uint32_t slot;
     st_lane_run *run;
     st_completion comp; /* the engine holds it from completion until it dispatches anew */
 } chip_task;
-
-typedef struct chip_program_entry {
-    const st_callable_info *ci;
-    strata_chip_program prog;
-} chip_program_entry;
 
 typedef struct chip_buffer_entry {
     strata_buffer *b;
@@ -62,10 +56,11 @@ typedef struct chip_ep {
     st_completion reject; /* for a dispatch that finds no free record */
     uint64_t active_run;  /* highest run id activated so far */
     int stopping;
-    uint64_t lease_gen[STRATA_BACKEND_MAX_DEPTH];
     uint64_t native_runs; /* native run ids minted for the lane (endpoint thread only) */
-    chip_program_entry programs[CHIP_EP_PROGRAMS]; /* endpoint thread only */
-    int nprograms;
+    /* Per worker callable id: its program on this chip + 1, 0 until a task of
+     * it first arrives here (endpoint thread only). An index from the
+     * worker's registry into the chip's, not a third table of programs. */
+    int32_t chip_program[ST_MAX_CALLABLES];
     chip_buffer_entry *buffers;
     uint32_t nbuffers, cap_buffers;
 } chip_ep;

@@ -55,6 +55,7 @@ static void log_dispatch(st_test_ep *ep, const st_dispatch *d) {
     if (ep->nlog < ep->cap)
         ep->log[ep->nlog++] = (st_test_ep_record){
             .run_id = d->run_id,
+            .lease = d->lease,
             .ref = d->ref,
             .member = d->member,
             .dispatch_id = d->dispatch_id,

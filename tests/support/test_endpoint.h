@@ -25,6 +25,7 @@ typedef struct st_test_ep_config {
 /* One entry per dispatch, in dispatch order. */
 typedef struct st_test_ep_record {
     uint64_t run_id;
+    st_lease lease; /* the dispatch's lease (its run's) */
     uint64_t ref;
     uint32_t member;
     uint32_t dispatch_id;

@@ -7,9 +7,11 @@
  * prepare, launch, poll, wait, finalize and inside a kernel, with the run's
  * error naming the chip, the run, the phase, the program, and for a kernel
  * the kernel and block; which faults poison the chip; bad input of every
- * kind on the public calls.
+ * kind on the public calls; the program registry's limit and reuse of a
+ * freed id.
  */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -503,6 +505,35 @@ static void a_program_with_queued_runs_cannot_be_unregistered(void **state) {
     strata_chip_destroy(f.chip);
 }
 
+/* docs/chips.md Limits: a chip holds 64 programs; the 65th is refused with
+ * the limit in the message, and an unregistered program's id is given to the
+ * next one, which then runs. */
+static void the_program_registry_is_full_at_64_and_reuses_a_freed_id(void **state) {
+    chip_fixture f;
+    open_chip(&f, NULL, 0); /* vadd, gemm and reduce take ids 0..2 */
+    char name[32];
+    strata_chip_program p = -1;
+    for (int i = 3; i < 64; i++) {
+        snprintf(name, sizeof name, "filler%d", i);
+        strata_chip_program_desc d = {.name = name, .fn = vadd_program};
+        assert_ok(strata_chip_register_program(f.chip, &d, &p));
+        assert_int_equal(p, i);
+    }
+    strata_chip_program_desc extra = {.name = "extra", .fn = vadd_program};
+    assert_status(STRATA_ECAPACITY, strata_chip_register_program(f.chip, &extra, &p));
+    assert_non_null(strstr(strata_error_message(), "at most 64 programs per chip"));
+    assert_ok(strata_chip_unregister_program(f.chip, f.gemm));
+    assert_ok(strata_chip_register_program(f.chip, &extra, &p));
+    assert_int_equal(p, f.gemm);
+    vadd_case v;
+    vadd_setup(f.chip, &v, 1000, 0.5f);
+    assert_ok(strata_chip_run_sync(f.chip, p, &v.args, &eight_blocks)); /* "extra" is a vadd */
+    vadd_check(f.chip, &v);
+    vadd_free(f.chip, &v);
+    assert_ok(strata_chip_close(f.chip));
+    strata_chip_destroy(f.chip);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(vector_add_matches_the_host),
@@ -520,6 +551,7 @@ int main(void) {
         cmocka_unit_test(a_failing_kernel_reports_its_own_message),
         cmocka_unit_test(a_program_that_refuses_fails_at_prepare_with_its_reason),
         cmocka_unit_test(bad_input_returns_a_status_and_a_message),
+        cmocka_unit_test(the_program_registry_is_full_at_64_and_reuses_a_freed_id),
         cmocka_unit_test(a_program_with_queued_runs_cannot_be_unregistered),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

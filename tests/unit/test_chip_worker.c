@@ -1,6 +1,6 @@
 /* tests/unit/test_chip_worker.c - the ChipWorker: lifecycle, the per-slot
  * native run state machine, epochs, the successor rule, launch failures and
- * the generation filter's preview/commit split.
+ * the lease filter's preview/commit split (the filter itself: test_lease.c).
  *
  * Owns: assertions on ChipWorker behaviour against the scriptable fake
  * backend (and one real load failure). Never asserts timing.
@@ -24,9 +24,9 @@ static st_chip_worker *ready_worker(strata_backend_entry_fn entry) {
 }
 
 static st_native_request req_for(uint32_t slot, uint64_t gen, uint64_t run_id, int leased) {
-    st_native_request r = {.slot = slot,
+    st_native_request r = {.slot = slot, /* storage slot and lease slot alike */
                            .leased = leased,
-                           .generation = gen,
+                           .lease = {.slot = slot, .generation = gen},
                            .run_id = run_id,
                            .dispatch_id = run_id,
                            .args = &no_args};
@@ -348,29 +348,37 @@ static void finalize_of_the_worker_cleans_every_live_slot(void **state) {
 
 /* ---- Generations ------------------------------------------------------------------------- */
 
-static void generation_filter_preview_does_not_consume(void **state) {
-    st_gen_filter f;
-    st_gen_filter_reset(&f);
-    assert_true(st_gen_filter_preview(&f, 0, 5));
-    assert_true(st_gen_filter_preview(&f, 0, 2)); /* preview recorded nothing */
-    assert_true(st_gen_filter_commit(&f, 0, 5));
-    assert_true(st_gen_filter_commit(&f, 0, 5)); /* equal is fine */
-    assert_false(st_gen_filter_preview(&f, 0, 4));
-    assert_false(st_gen_filter_commit(&f, 0, 4));
-    assert_true(st_gen_filter_preview(&f, 1, 1));  /* per slot */
-    assert_false(st_gen_filter_preview(&f, 2, 9)); /* out of range */
-}
-
 static void leased_prepare_rejects_an_older_generation(void **state) {
     st_chip_worker *cw = ready_worker(fake_entry_capable);
     st_native_request r = req_for(0, 3, 1, 1);
     st_native_token t;
     assert_ok(st_cw_prepare(cw, &r, &t, NULL));
     assert_ok(st_cw_finalize(cw, &t));
-    r.generation = 2;
+    r.lease.generation = 2;
     assert_status(STRATA_ESTALE, st_cw_prepare(cw, &r, &t, NULL));
     expect_error_contains("generation is stale");
     r.leased = 0; /* unleased (direct) runs bypass the filter */
+    assert_ok(st_cw_prepare(cw, &r, &t, NULL));
+    assert_ok(st_cw_finalize(cw, &t));
+    st_chip_worker_free(cw);
+}
+
+/* The tasks of one engine run share its lease and may use either storage
+ * slot, so the filter follows the lease's slot, not the storage slot. */
+static void the_filter_follows_the_lease_slot_not_the_storage_slot(void **state) {
+    st_chip_worker *cw = ready_worker(fake_entry_capable);
+    st_native_request r = req_for(0, 5, 1, 1); /* lease {0, 5} in storage slot 0 */
+    st_native_token t;
+    assert_ok(st_cw_prepare(cw, &r, &t, NULL));
+    assert_ok(st_cw_finalize(cw, &t));
+    r = req_for(1, 5, 2, 1); /* storage slot 1, an older generation of lease slot 0 */
+    r.lease = (st_lease){.slot = 0, .generation = 4};
+    assert_status(STRATA_ESTALE, st_cw_prepare(cw, &r, &t, NULL));
+    expect_error_contains("lease slot 0");
+    r.lease.generation = 5; /* the same lease again, in the other storage slot: admitted */
+    assert_ok(st_cw_prepare(cw, &r, &t, NULL));
+    assert_ok(st_cw_finalize(cw, &t));
+    r.lease = (st_lease){.slot = 1, .generation = 1}; /* lease slot 1 saw nothing yet */
     assert_ok(st_cw_prepare(cw, &r, &t, NULL));
     assert_ok(st_cw_finalize(cw, &t));
     st_chip_worker_free(cw);
@@ -387,8 +395,9 @@ static void an_incompatible_prepare_spends_no_generation(void **state) {
     assert_status(STRATA_EDEVICE, st_cw_prepare(cw, &r, &b, &incompatible));
     assert_int_equal(incompatible, 1);
     assert_int_equal(st_chip_worker_slot_phase(cw, 1), ST_NATIVE_EMPTY);
-    assert_ok(st_chip_worker_commit_generation(cw, 1, 4)); /* 5 was never committed */
-    assert_ok(st_cw_prepare(cw, &r, &b, &incompatible));   /* the same lease retries */
+    /* 5 was never committed: 4 is not stale yet */
+    assert_ok(st_chip_worker_commit_lease(cw, (st_lease){.slot = 1, .generation = 4}));
+    assert_ok(st_cw_prepare(cw, &r, &b, &incompatible)); /* the same lease retries */
     assert_int_equal(incompatible, 0);
     fake_complete(0);
     assert_ok(st_cw_finalize(cw, &a));
@@ -397,7 +406,7 @@ static void an_incompatible_prepare_spends_no_generation(void **state) {
 }
 
 static void newer_generation(void *user, uint32_t slot, uint64_t generation) {
-    st_chip_worker_commit_generation(user, slot, generation + 1);
+    st_chip_worker_commit_lease(user, (st_lease){.slot = slot, .generation = generation + 1});
 }
 
 static void commit_rechecks_the_generation_after_prepare(void **state) {
@@ -433,8 +442,8 @@ int main(void) {
         cmocka_unit_test(finalize_reports_the_backend_code_with_identity),
         cmocka_unit_test(wait_blocks_in_the_device_until_complete),
         cmocka_unit_test(finalize_of_the_worker_cleans_every_live_slot),
-        cmocka_unit_test(generation_filter_preview_does_not_consume),
         cmocka_unit_test(leased_prepare_rejects_an_older_generation),
+        cmocka_unit_test(the_filter_follows_the_lease_slot_not_the_storage_slot),
         cmocka_unit_test(an_incompatible_prepare_spends_no_generation),
         cmocka_unit_test(commit_rechecks_the_generation_after_prepare),
     };

@@ -1,7 +1,8 @@
 // label: concurrency
 /* tests/unit/test_run.c - runs: ids, phases, FIFO admission at depth 1 and 2,
- * the completion fence, first error, fail-fast, poison isolation,
- * cancellation, underflow, unknown runs, release and bounded waits. */
+ * leases and the dispatches that carry them, the completion fence, first
+ * error, fail-fast, poison isolation, cancellation, underflow, unknown runs,
+ * release and bounded waits. */
 #include "test_support.h"
 
 #include <pthread.h>
@@ -193,6 +194,45 @@ static void depth1_successor_waits_before_orchestration(void **state) {
     destroy(f);
 }
 
+static void expect_lease(st_lease got, uint32_t slot, uint64_t generation) {
+    if (got.slot != slot || got.generation != generation || got.reserved != 0)
+        fail_msg("lease {slot %u, generation %llu, reserved %u}, expected {slot %u, generation "
+                 "%llu}",
+                 got.slot, (unsigned long long)got.generation, got.reserved, slot,
+                 (unsigned long long)generation);
+}
+
+/* DESIGN §2, §6: an admitted run holds a lease {slot, generation} of the
+ * pipeline slot pool, generations grow per slot, and a dispatch carries its
+ * run's lease to the child (so a child can recognise a stale holder). */
+static void every_dispatch_carries_its_runs_lease(void **state) {
+    (void)state;
+    fixture *f = make(2, 1);
+    strata_run *h1, *h2, *h3;
+    assert_ok(strata_worker_submit(f->w, orch_one_nl, f, &h1));
+    assert_ok(strata_worker_submit(f->w, orch_one_nl, f, &h2));
+    expect_lease(h1->lease, 0, 1);
+    expect_lease(h2->lease, 1, 1);
+    assert_int_equal(st_test_ep_finish(f->ep[0], STRATA_OK, "", 10 * SEC), 0);
+    assert_ok(strata_run_wait(h1, STRATA_WAIT_FOREVER)); /* run 1 retired: slot 0 is free */
+    assert_ok(strata_worker_submit(f->w, orch_one_nl, f, &h3));
+    expect_lease(h3->lease, 0, 2); /* the same slot, a newer generation */
+    assert_int_equal(st_test_ep_finish(f->ep[0], STRATA_OK, "", 10 * SEC), 0);
+    assert_int_equal(st_test_ep_finish(f->ep[0], STRATA_OK, "", 10 * SEC), 0);
+    assert_ok(strata_run_wait(h3, STRATA_WAIT_FOREVER));
+    strata_run *runs[3] = {h1, h2, h3};
+    assert_int_equal(st_test_ep_count(f->ep[0]), 3);
+    for (uint32_t i = 0; i < 3; i++) {
+        st_test_ep_record rec = st_test_ep_record_at(f->ep[0], i);
+        assert_int_equal(rec.run_id, runs[i]->id);
+        expect_lease(rec.lease, runs[i]->lease.slot, runs[i]->lease.generation);
+    }
+    strata_run_release(h1);
+    strata_run_release(h2);
+    strata_run_release(h3);
+    destroy(f);
+}
+
 /* Two independent failing tasks on one sub worker: the first error wins. */
 static int orch_two_failures(strata_orch *o, void *arg) {
     fixture *f = arg;
@@ -380,6 +420,7 @@ int main(void) {
         cmocka_unit_test(phases_follow_executing_then_completed),
         cmocka_unit_test(depth2_builds_successor_while_head_executes),
         cmocka_unit_test(depth1_successor_waits_before_orchestration),
+        cmocka_unit_test(every_dispatch_carries_its_runs_lease),
         cmocka_unit_test(first_error_wins),
         cmocka_unit_test(failed_run_fails_later_submits_fast),
         cmocka_unit_test(poison_stays_inside_its_run),

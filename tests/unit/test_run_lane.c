@@ -50,7 +50,7 @@ static st_lane_request request(const strata_call_config *cfg, _Atomic uint32_t *
 static st_lane_run *leased(fixture *f, uint32_t slot, uint64_t gen, uint64_t id, int activated,
                            const strata_call_config *cfg, _Atomic uint32_t *accepted) {
     st_lane_request r = request(cfg, accepted);
-    st_lane_lease lease = {.slot = slot, .generation = gen};
+    st_lease lease = {.slot = slot, .generation = gen};
     st_lane_run *run = NULL;
     assert_ok(st_lane_submit_leased(f->lane, &r, lease, id, id, activated, &run));
     assert_non_null(run);
@@ -206,11 +206,14 @@ static void earlier_active_dispatch_orders_before_staged_successor(void **state)
     expect_trace("");
     assert_int_equal(st_lane_run_disposition(b), STRATA_CHIP_VALIDATED_ONLY);
     st_lane_run *a = leased(&f, 0, 1, 1, 1, NULL, NULL); /* lower dispatch id: new front */
-    expect_trace("prepare0,launch0,prepare1");
+    /* the lane picks the storage: b took slot 0 first, so a runs in slot 1 */
+    assert_int_equal(st_lane_run_slot(b), 0);
+    assert_int_equal(st_lane_run_slot(a), 1);
+    expect_trace("prepare1,launch1,prepare0");
     assert_int_equal(st_lane_run_launched(a), 1);
     assert_int_equal(st_lane_run_disposition(b), STRATA_CHIP_NATIVE_PREPARED);
     set_auto_complete();
-    fake_complete(0);
+    fake_complete(1);
     assert_ok(st_lane_activate(b));
     wait_ok(b);
     wait_ok(a);
@@ -229,7 +232,7 @@ static void accepts_current_lease_generation_and_rejects_older_one(void **state)
     wait_ok(again);
     st_lane_request r = request(NULL, NULL);
     st_lane_run *old = NULL;
-    st_lane_lease lease = {.slot = 0, .generation = 4};
+    st_lease lease = {.slot = 0, .generation = 4};
     assert_status(STRATA_ESTALE, st_lane_submit_leased(f.lane, &r, lease, 3, 3, 1, &old));
     assert_null(old);
     assert_non_null(strstr(strata_error_message(), "stale"));
@@ -421,7 +424,7 @@ static void finalize_failure_poisons_admission_and_close_reports_it(void **state
     st_lane_run *later = NULL;
     assert_status(STRATA_EPOISONED, st_lane_submit_direct(f.lane, &req, &later));
     assert_non_null(strstr(strata_error_message(), "code -7"));
-    st_lane_lease lease = {.slot = 1, .generation = 1};
+    st_lease lease = {.slot = 1, .generation = 1};
     assert_status(STRATA_EPOISONED, st_lane_submit_leased(f.lane, &req, lease, 9, 9, 1, &later));
     assert_status(STRATA_EPOISONED, st_lane_close(f.lane));
     assert_status(STRATA_EPOISONED, st_lane_close(f.lane)); /* idempotent, reports every time */
@@ -495,9 +498,9 @@ static void leased_submit_rejects_an_invalid_lease(void **state) {
     open_lane(&f, fake_entry_capable);
     st_lane_request req = request(NULL, NULL);
     st_lane_run *r = NULL;
-    st_lane_lease gen0 = {.slot = 0, .generation = 0};
-    st_lane_lease slot2 = {.slot = 2, .generation = 1};
-    st_lane_lease reserved = {.slot = 0, .reserved = 1, .generation = 1};
+    st_lease gen0 = {.slot = 0, .generation = 0};
+    st_lease slot2 = {.slot = 2, .generation = 1};
+    st_lease reserved = {.slot = 0, .reserved = 1, .generation = 1};
     assert_status(STRATA_EINVAL, st_lane_submit_leased(f.lane, &req, gen0, 1, 1, 1, &r));
     assert_non_null(strstr(strata_error_message(), "invalid pipeline lease"));
     assert_status(STRATA_EINVAL, st_lane_submit_leased(f.lane, &req, slot2, 1, 1, 1, &r));
@@ -513,7 +516,7 @@ static void leased_submit_rejects_duplicate_identity(void **state) {
     st_lane_run *a = leased(&f, 0, 1, 4, 0, NULL, NULL);
     st_lane_request req = request(NULL, NULL);
     st_lane_run *r = NULL;
-    st_lane_lease other = {.slot = 1, .generation = 1};
+    st_lease other = {.slot = 1, .generation = 1};
     assert_status(STRATA_EINVAL, st_lane_submit_leased(f.lane, &req, other, 4, 5, 0, &r));
     assert_non_null(strstr(strata_error_message(), "duplicate"));
     assert_status(STRATA_EINVAL, st_lane_submit_leased(f.lane, &req, other, 6, 4, 0, &r));
@@ -522,20 +525,50 @@ static void leased_submit_rejects_duplicate_identity(void **state) {
     close_lane(&f);
 }
 
-static void leased_submit_rejects_an_occupied_slot_and_a_third_run(void **state) {
+/* The tasks of one engine run share its lease: both may be in the lane at
+ * once, each in its own storage slot; a third run never enters. */
+static void leased_submit_admits_two_runs_of_one_lease_and_rejects_a_third(void **state) {
     fixture f;
     open_lane(&f, fake_entry_capable);
     st_lane_run *a = leased(&f, 0, 1, 1, 0, NULL, NULL);
+    st_lane_run *b = leased(&f, 0, 1, 2, 0, NULL, NULL); /* the same lease */
+    assert_int_equal(st_lane_run_slot(a), 0);
+    assert_int_equal(st_lane_run_slot(b), 1);
     st_lane_request req = request(NULL, NULL);
     st_lane_run *r = NULL;
-    st_lane_lease same = {.slot = 0, .generation = 1};
-    assert_status(STRATA_ESTATE, st_lane_submit_leased(f.lane, &req, same, 2, 2, 0, &r));
-    assert_non_null(strstr(strata_error_message(), "slot 0 is already occupied"));
-    st_lane_run *b = leased(&f, 1, 1, 2, 0, NULL, NULL);
-    st_lane_lease third = {.slot = 1, .generation = 2};
-    assert_int_not_equal(STRATA_OK, st_lane_submit_leased(f.lane, &req, third, 3, 3, 0, &r));
+    st_lease other = {.slot = 1, .generation = 1};
+    assert_status(STRATA_ECAPACITY, st_lane_submit_leased(f.lane, &req, other, 3, 3, 0, &r));
+    assert_non_null(strstr(strata_error_message(), "capacity exceeded"));
     assert_null(r);
     assert_int_equal(st_lane_count(f.lane), 2); /* never blocks, never enqueues a third */
+    st_lane_run_release(a);
+    st_lane_run_release(b);
+    close_lane(&f);
+}
+
+/* A chip of depth one holds one native run: a second leased run is refused
+ * until the first is gone, whatever its lease. */
+static void leased_submit_at_depth_one_holds_one_run(void **state) {
+    fixture f;
+    fake_reset();
+    f.cw = st_chip_worker_new();
+    assert_non_null(f.cw);
+    st_chip_worker_config cfg = {
+        .entry = fake_entry_capable, .entry_label = "fake", .max_depth = 1};
+    assert_ok(st_chip_worker_init(f.cw, &cfg));
+    assert_ok(st_lane_create(f.cw, &f.lane));
+    set_auto_complete();
+    st_lane_run *a = leased(&f, 0, 1, 1, 0, NULL, NULL);
+    st_lane_request req = request(NULL, NULL);
+    st_lane_run *r = NULL;
+    st_lease same = {.slot = 0, .generation = 1};
+    assert_status(STRATA_ECAPACITY, st_lane_submit_leased(f.lane, &req, same, 2, 2, 0, &r));
+    assert_null(r);
+    assert_ok(st_lane_activate(a));
+    wait_ok(a);
+    st_lane_run *b = leased(&f, 0, 1, 2, 1, NULL, NULL); /* room again */
+    wait_ok(b);
+    assert_int_equal(st_lane_run_slot(b), 0);
     st_lane_run_release(a);
     st_lane_run_release(b);
     close_lane(&f);
@@ -548,7 +581,7 @@ static void leased_submit_cannot_reorder_before_a_launched_front(void **state) {
     assert_int_equal(st_lane_run_launched(a), 1);
     st_lane_request req = request(NULL, NULL);
     st_lane_run *r = NULL;
-    st_lane_lease lease = {.slot = 1, .generation = 1};
+    st_lease lease = {.slot = 1, .generation = 1};
     assert_status(STRATA_ESTATE, st_lane_submit_leased(f.lane, &req, lease, 3, 3, 1, &r));
     assert_non_null(strstr(strata_error_message(), "cannot reorder"));
     fake_complete(0);
@@ -761,7 +794,8 @@ int main(void) {
         cmocka_unit_test(close_drains_and_rejects_new_submissions),
         cmocka_unit_test(leased_submit_rejects_an_invalid_lease),
         cmocka_unit_test(leased_submit_rejects_duplicate_identity),
-        cmocka_unit_test(leased_submit_rejects_an_occupied_slot_and_a_third_run),
+        cmocka_unit_test(leased_submit_admits_two_runs_of_one_lease_and_rejects_a_third),
+        cmocka_unit_test(leased_submit_at_depth_one_holds_one_run),
         cmocka_unit_test(leased_submit_cannot_reorder_before_a_launched_front),
         cmocka_unit_test(early_prepare_requires_a_launched_front),
         cmocka_unit_test(abandon_is_refused_for_a_launched_run),
