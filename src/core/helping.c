@@ -26,7 +26,6 @@
  */
 #include <sched.h>
 
-#include "core/dispatch.h"
 #include "core/endpoint.h"
 #include "core/engine.h"
 #include "core/helping.h"
@@ -38,10 +37,11 @@
 #define HELP_SPIN_BURST 32
 #define HELP_YIELD_MASK 3
 
-static _Thread_local int tls_helping; /* this thread runs a lent task right now */
-
+/* Only a thread that serves no worker helps: not a sub worker or chip
+ * endpoint thread (they have their own work), and not a thread already
+ * running a lent task (help_once marks it while the task runs). */
 int st_help_allowed_here(const st_run *r) {
-    return r->help_while_waiting && !tls_helping && st_thread_sub_endpoint() == NULL;
+    return r->help_while_waiting && st_thread_served() == NULL;
 }
 
 /* Enter a help attempt on r: 0 if r retired (the worker may be gone). */
@@ -67,11 +67,9 @@ static int help_once(strata_worker *w, uint64_t run_id) {
         st_endpoint *ep = w->subs[i].ep;
         if (!ep->ops->lend)
             continue;
-        tls_helping = 1;
-        const void *prev = st_thread_serve(w); /* a lent task body must not wait on w */
+        st_thread_serve(w); /* a lent task body must not wait on w, nor help */
         int ran = ep->ops->lend(ep, run_id);
-        st_thread_serve(prev);
-        tls_helping = 0;
+        st_thread_serve(NULL); /* only a thread that served no worker got here */
         if (ran)
             return 1;
     }
