@@ -332,16 +332,22 @@ static void detach_next_level(strata_worker *w) {
     st_engine_unlock(w);
 }
 
+/* Closing (or destroying) w from a thread whose work w must finish first
+ * would wait for itself: refuse it from w's orchestration function and from
+ * its task bodies. */
+static int refuse_close_from_within(const strata_worker *w, const char *what) {
+    if (tls_orchestrating == w)
+        return st_fail(STRATA_ESTATE, "%s: called from inside an orchestration function", what);
+    if (st_in_task_of(w))
+        return st_refuse_in_task(what, "close waits for every run, this task's own included; "
+                                       "close the worker from the thread that drives it");
+    return STRATA_OK;
+}
+
 int strata_worker_close(strata_worker *w) {
     if (!w)
         return st_fail(STRATA_EINVAL, "strata_worker_close: worker is NULL");
-    if (tls_orchestrating == w)
-        return st_fail(STRATA_ESTATE,
-                       "strata_worker_close: called from inside an orchestration function");
-    if (st_in_task_of(w))
-        return st_refuse_in_task("strata_worker_close",
-                                 "close waits for every run, this task's own included; close the "
-                                 "worker from the thread that drives it");
+    STRATA_TRY(refuse_close_from_within(w, "strata_worker_close"));
     st_engine_lock(w);
     if (w->state == ST_WORKER_CLOSED) {
         st_engine_unlock(w);
@@ -387,8 +393,9 @@ void strata_worker_destroy(strata_worker *w) {
         return;
     /* Freeing the worker under a running orchestration function or task body
      * would pull the engine out from under it: refuse, and leave it intact. */
-    if (strata_worker_close(w) == STRATA_ESTATE && (tls_orchestrating == w || st_in_task_of(w)))
+    if (refuse_close_from_within(w, "strata_worker_destroy") != STRATA_OK)
         return;
+    strata_worker_close(w);
     for (uint32_t i = 0; i < st_registry_count(&w->callables); i++)
         st_free(st_registry_get(&w->callables, (int32_t)i));
     st_free(w->subs);

@@ -159,7 +159,7 @@ static void close_from_a_task_body_is_refused(void **state) {
 
 static void destroy_from_a_task_body_is_refused(void **state) {
     (void)state;
-    misuse_is_refused(DO_DESTROY, "strata_worker_close");
+    misuse_is_refused(DO_DESTROY, "strata_worker_destroy");
 }
 
 static void submit_from_a_task_body_is_refused(void **state) {
