@@ -14,16 +14,26 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static int replay_file(const char *path) {
+static int replay_file(const char *path, size_t size) {
     FILE *f = fopen(path, "rb");
-    if (!f) {
-        fprintf(stderr, "replay: cannot open %s\n", path);
+    uint8_t *buf = malloc(size ? size : 1);
+    if (!f || !buf) {
+        fprintf(stderr, "replay: cannot open or hold %s (%zu bytes)\n", path, size);
+        if (f)
+            fclose(f);
+        free(buf);
         return -1;
     }
-    uint8_t buf[1 << 16];
-    size_t n = fread(buf, 1, sizeof buf, f);
+    size_t n = fread(buf, 1, size, f);
+    int bad = ferror(f) || n != size;
     fclose(f);
+    if (bad) {
+        fprintf(stderr, "replay: read %zu of the %zu bytes of %s\n", n, size, path);
+        free(buf);
+        return -1;
+    }
     LLVMFuzzerTestOneInput(buf, n);
+    free(buf);
     return 0;
 }
 
@@ -35,7 +45,7 @@ static int replay_path(const char *path, int *count) {
     }
     if (!S_ISDIR(st.st_mode)) {
         (*count)++;
-        return replay_file(path);
+        return replay_file(path, (size_t)st.st_size);
     }
     DIR *d = opendir(path);
     if (!d)

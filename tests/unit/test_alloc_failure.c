@@ -41,7 +41,6 @@
 #include "util/alloc.h"
 #include "util/error.h"
 
-#define SEC 1000000000ull
 #define NELEM 256 /* elements of every tensor */
 
 /* ---- task bodies and programs ------------------------------------------------------ */
@@ -120,7 +119,7 @@ static strata_worker_config small_config(void) {
     c.sub_workers = 2;
     c.task_window = 64;
     c.heap_ring_bytes = 64 * 1024;
-    c.capacity_timeout_ns = 5 * SEC; /* a leaked slot or heap piece fails, not hangs */
+    c.capacity_timeout_ns = 5 * TS_SEC; /* a leaked slot or heap piece fails, not hangs */
     return c;
 }
 
@@ -310,7 +309,7 @@ static int orch_big(strata_orch *o, void *arg) {
 static int run_many(fx *f) {
     strata_run *r;
     STRATA_TRY(strata_worker_submit(f->w, f->big ? orch_big : orch_many, f, &r));
-    int rc = strata_run_wait(r, 60 * SEC);
+    int rc = strata_run_wait(r, 60 * TS_SEC);
     if (rc == STRATA_ETIMEDOUT)
         fail_msg("the run did not finish: %s", strata_error_message());
     strata_run_release(r);

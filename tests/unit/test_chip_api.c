@@ -30,6 +30,13 @@ static int empty_program(strata_program_ctx *ctx, const strata_task_view *a, voi
     return strata_program_launch(ctx, "empty_kernel", 1, NULL, 0);
 }
 
+/* Records the name of the program it ran as (user: a STRATA_PROGRAM_NAME_MAX buffer). */
+static int naming_program(strata_program_ctx *ctx, const strata_task_view *a, void *user) {
+    (void)a;
+    snprintf(user, STRATA_PROGRAM_NAME_MAX, "%s", ctx->program);
+    return strata_program_launch(ctx, "empty_kernel", 1, NULL, 0);
+}
+
 static int refusing_program(strata_program_ctx *ctx, const strata_task_view *a, void *user) {
     (void)a, (void)user;
     strata_program_fail(ctx, "not today");
@@ -192,7 +199,8 @@ static void the_program_table_holds_64_and_reuses_freed_ids(void **state) {
         assert_int_equal(ids[i], i);
     }
     snprintf(names[64], sizeof names[64], "p64");
-    strata_chip_program_desc more = {.name = names[64], .fn = empty_program};
+    char ran_as[STRATA_PROGRAM_NAME_MAX] = "";
+    strata_chip_program_desc more = {.name = names[64], .fn = naming_program, .user = ran_as};
     strata_chip_program extra = -1;
     assert_fails(STRATA_ECAPACITY, "64 programs",
                  strata_chip_register_program(chip, &more, &extra));
@@ -208,7 +216,8 @@ static void the_program_table_holds_64_and_reuses_freed_ids(void **state) {
     assert_int_equal(extra, 20);
     strata_task_args args;
     strata_args_init(&args);
-    assert_ok(strata_chip_run_sync(chip, 10, &args, NULL)); /* "p64" under the reused id */
+    assert_ok(strata_chip_run_sync(chip, 10, &args, NULL));
+    assert_string_equal(ran_as, "p64"); /* the reused id runs the new program, not "p10" */
     strata_chip_destroy(chip);
 }
 

@@ -56,12 +56,6 @@ static int noop_program(strata_program_ctx *ctx, const strata_task_view *a, void
     return 0;
 }
 
-static int pad_fn(const strata_task_view *a, void *user) {
-    (void)a;
-    (void)user;
-    return 0;
-}
-
 typedef struct fixture {
     strata_worker *w;
     int chip;
@@ -104,7 +98,10 @@ static int orch_one_chip_task(strata_orch *o, void *arg) {
 /* Until h's chip task waits in the device (h stays live meanwhile); fails
  * instead of hanging if h ended first (its task never reached the device). */
 static void await_device_wait_of(strata_run *h) {
-    for (;;) {
+    for (int ms_waited = 0;; ms_waited++) {
+        if (ms_waited > 20000) /* a broken build must fail here, not at CTest's timeout */
+            fail_msg("run %llu's chip task never reached the device wait",
+                     (unsigned long long)strata_run_id(h));
         pthread_mutex_lock(&fake_mu);
         int parked = fake.wait_entered;
         pthread_mutex_unlock(&fake_mu);
@@ -232,7 +229,7 @@ static void a_chip_program_is_registered_on_the_chip_once_at_first_use(void **st
     set_auto_complete();
     two_programs t = {.f = &f, .first = f.prog};
     strata_callable pad;
-    assert_ok(strata_worker_register_sub(f.w, "pad", pad_fn, NULL, &pad));
+    assert_ok(strata_worker_register_sub(f.w, "pad", ts_noop_sub, NULL, &pad));
     strata_chip_program_desc d = {.name = "second", .fn = noop_program};
     assert_ok(strata_worker_register_chip_program(f.w, &d, &t.second)); /* callable 2 */
     assert_int_equal(t.second, 2);

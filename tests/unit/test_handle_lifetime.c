@@ -24,7 +24,6 @@
 #include "strata/sim.h"
 #include "util/clock.h"
 
-#define SEC 1000000000ull
 #define N 64
 
 /* ---- worker runs ------------------------------------------------------------ */
@@ -40,7 +39,7 @@ typedef struct gated {
 static int wait_gate(const strata_task_view *a, void *user) {
     (void)a;
     gated *g = user;
-    uint64_t deadline = st_deadline_after(10 * SEC);
+    uint64_t deadline = st_deadline_after(10 * TS_SEC);
     while (!atomic_load(&g->open)) {
         if (st_now_ns() >= deadline) {
             atomic_store(&g->gave_up, 1);

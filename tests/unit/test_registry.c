@@ -112,10 +112,13 @@ static void *reader_main(void *arg) {
     pub *p = arg;
     for (int32_t id = 0; id < MANY; id++) {
         const item *it;
-        while ((it = st_registry_get(&p->r, id)) == NULL)
-            ;
-        if (it->value != (uint64_t)id * 3 + 1)
+        uint64_t spins = 0;
+        while ((it = st_registry_get(&p->r, id)) == NULL && ++spins < (1ull << 32))
+            ; /* bounded: an add that never comes must fail the test, not hang it */
+        if (!it || it->value != (uint64_t)id * 3 + 1) {
             p->bad = 1;
+            return NULL;
+        }
     }
     return NULL;
 }

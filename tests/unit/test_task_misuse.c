@@ -15,8 +15,7 @@
 
 #include "core/hooks.h"
 #include "util/clock.h"
-
-#define SEC 1000000000ull
+#include "util/error.h"
 
 typedef enum misuse { DO_CLOSE, DO_DESTROY, DO_SUBMIT, DO_RUN, DO_WAIT_OWN_RUN } misuse;
 
@@ -26,6 +25,7 @@ typedef struct fixture {
     misuse what;
     _Atomic(strata_run *) own; /* the run handle a DO_WAIT_OWN_RUN task waits on */
     _Atomic int ran;
+    pthread_t ran_on; /* the thread the last misusing body ran on */
     int rc;           /* what the misused call returned inside the task */
     char msg[512];    /* and its message */
     _Atomic int held; /* 1: sub workers wait before claiming (helping test) */
@@ -41,6 +41,7 @@ static int do_misuse(fixture *f) {
     case DO_CLOSE:
         return strata_worker_close(f->w);
     case DO_DESTROY:
+        st_clear_error();            /* the refusal's message, not an earlier one, is the verdict */
         strata_worker_destroy(f->w); /* must refuse and leave the worker intact */
         return strata_error_message()[0] ? STRATA_ESTATE : STRATA_OK;
     case DO_SUBMIT: {
@@ -55,7 +56,7 @@ static int do_misuse(fixture *f) {
         return strata_worker_run(f->w, nothing_orch, NULL);
     case DO_WAIT_OWN_RUN: {
         strata_run *h;
-        uint64_t give_up = st_now_ns() + 10 * SEC;
+        uint64_t give_up = st_now_ns() + 10 * TS_SEC;
         while (!(h = atomic_load(&f->own)) && st_now_ns() < give_up)
             sched_yield();
         if (!h)
@@ -69,6 +70,7 @@ static int do_misuse(fixture *f) {
 static int body_fn(const strata_task_view *a, void *u) {
     (void)a;
     fixture *f = u;
+    f->ran_on = pthread_self();
     f->rc = do_misuse(f);
     snprintf(f->msg, sizeof f->msg, "%s", strata_error_message());
     atomic_fetch_add(&f->ran, 1);
@@ -84,7 +86,7 @@ static int plain_fn(const strata_task_view *a, void *u) {
 static void hold_claim(strata_worker *w, st_hook_point at, uint64_t ref, void *ctx) {
     (void)w, (void)at, (void)ref;
     fixture *f = ctx;
-    uint64_t give_up = st_now_ns() + 10 * SEC;
+    uint64_t give_up = st_now_ns() + 10 * TS_SEC;
     while (atomic_load(&f->held) && st_now_ns() < give_up) {
         struct timespec ts = {0, 100000};
         nanosleep(&ts, NULL);
@@ -184,7 +186,10 @@ static void close_from_a_lent_task_is_refused(void **state) {
     fixture *f = make(1, 1, 1); /* the only sub worker is held before its claim */
     f->what = DO_CLOSE;
     assert_ok(strata_worker_run(f->w, one_task_orch, f)); /* the waiter runs the task */
+    assert_int_equal(atomic_load(&f->ran), 1);
+    assert_true(pthread_equal(f->ran_on, pthread_self())); /* it really was lent */
     assert_int_equal(f->rc, STRATA_ESTATE);
+    assert_non_null(strstr(f->msg, "strata_worker_close"));
     assert_non_null(strstr(f->msg, "task body"));
     atomic_store(&f->held, 0);
     assert_worker_usable(f);
@@ -203,6 +208,7 @@ static void another_worker_may_be_used_from_a_task_body(void **state) {
     assert_ok(strata_worker_submit(own, one_task_orch, f, &h));
     assert_ok(strata_run_wait(h, STRATA_WAIT_FOREVER));
     strata_run_release(h);
+    assert_int_equal(atomic_load(&f->ran), 1);
     assert_ok(f->rc);
     f->w = own;
     destroy(g);

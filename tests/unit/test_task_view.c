@@ -5,8 +5,10 @@
  * Owns: that a body may copy what it receives by assignment and read every
  * field of the copy, getting back exactly the arguments submitted, whether
  * strata stored them in the slot (up to 4 tensors), on the heap (more
- * tensors, group members), ran the task on a sub worker or on the waiting
- * thread; the same for a chip program on an L2 chip and on a chip of an L3
+ * tensors, group members), with helping off and on (a task lent to the
+ * waiting thread gets its view from the same st_run_host_callable, so which
+ * thread ran it is not forced here; test_helping forces that); the same for
+ * a chip program on an L2 chip and on a chip of an L3
  * worker; and the view of a builder (strata_args_view) with the accessors.
  * The view points at the stored arguments only, so the asan stage also checks
  * that reading all of them reads nothing past them.
