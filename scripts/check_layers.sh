@@ -144,6 +144,10 @@ while IFS= read -r file; do
         }' "$file")
 done < <(find src include -type f \( -name '*.c' -o -name '*.h' \) 2>/dev/null | LC_ALL=C sort)
 
+if [ "$nfiles" -eq 0 ]; then # a wrong root must not read as a clean tree
+    echo "layers: no sources under $(pwd)/src or include" >&2
+    exit 2
+fi
 if [ "$violations" -gt 0 ]; then
     echo "$violations layering violation(s) (rules: docs/architecture.md, Layering)"
     exit 1
