@@ -49,8 +49,8 @@ typedef struct strata_worker_config {
 
 STRATA_API void strata_worker_config_init(strata_worker_config *cfg);
 
-/* Create a worker from cfg (copied). Children are added and callables
- * registered before strata_worker_init(). */
+/* Create a worker from cfg (copied). Children are added before
+ * strata_worker_init(); callables may be registered before or after it. */
 STRATA_API int strata_worker_create(const strata_worker_config *cfg, strata_worker **out);
 
 /* Start the children and the scheduler. After this, runs may be submitted. */
