@@ -23,6 +23,7 @@ folder_of() {
     src/util/*) echo util ;;
     src/core/*) echo core ;;
     src/chip/*) echo chip ;;
+    src/ipc/*) echo ipc ;;
     src/exec/*) echo exec ;;
     src/backends/sim/*) echo backends/sim ;;
     *) echo "" ;;
@@ -37,7 +38,8 @@ allowed_from() {
     util) echo "public util" ;;
     core) echo "public util core" ;;
     chip) echo "public util chip" ;;
-    exec) echo "public util core chip exec" ;;
+    ipc) echo "public util ipc" ;;
+    exec) echo "public util core chip ipc exec" ;;
     backends/sim) echo "public util backends/sim" ;;
     esac
 }
@@ -47,7 +49,7 @@ allowed_from() {
 EXEC_CORE_HEADERS="core/endpoint.h core/buffer.h"
 
 # Library folders that must hold no test code.
-LIBRARY_FOLDERS="util core chip exec"
+LIBRARY_FOLDERS="util core chip ipc exec"
 
 # Normalise a relative path: drop "./" and resolve "dir/../".
 normalise() {
@@ -70,7 +72,7 @@ resolve_include() {
         echo "include/$name"
         return
         ;;
-    util/* | core/* | chip/* | exec/* | backends/*)
+    util/* | core/* | chip/* | ipc/* | exec/* | backends/*)
         echo "src/$name"
         return
         ;;
@@ -139,7 +141,7 @@ while IFS= read -r file; do
         /^[ \t]*#[ \t]*include[ \t]*"/ {
             s = $0; sub(/^[^"]*"/, "", s); sub(/".*/, "", s); print FNR ":" s; next
         }
-        /^[ \t]*#[ \t]*include[ \t]*<(strata|util|core|chip|exec|backends)\// {
+        /^[ \t]*#[ \t]*include[ \t]*<(strata|util|core|chip|ipc|exec|backends)\// {
             s = $0; sub(/^[^<]*</, "", s); sub(/>.*/, "", s); print FNR ":" s
         }' "$file")
 done < <(find src include -type f \( -name '*.c' -o -name '*.h' \) 2>/dev/null | LC_ALL=C sort)
