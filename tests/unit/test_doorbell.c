@@ -86,7 +86,9 @@ typedef struct parked_ctx {
 
 static void *parked_waiter(void *arg) {
     parked_ctx *p = arg;
-    atomic_store(&p->rc, st_mbox_wait_bell(p->bell, p->seen, 0, st_deadline_after(BOUND)));
+    /* Its own deadline is far beyond the test's bound: only a wake ends it in time
+     * (a value changed without a wake would be noticed only at the deadline). */
+    atomic_store(&p->rc, st_mbox_wait_bell(p->bell, p->seen, 0, st_deadline_after(6 * BOUND)));
     atomic_store(&p->done, 1);
     return NULL;
 }
@@ -108,6 +110,11 @@ static void a_parked_waiter_is_woken_by_a_ring(void **state) {
     assert_int_equal(atomic_load(&bell->sleepers), 1);
     assert_int_equal(atomic_load(&p.done), 0);
     st_mbox_ring(bell);
+    deadline = st_deadline_after(BOUND);
+    while (!atomic_load(&p.done) && st_now_ns() < deadline)
+        nanosleep(&(struct timespec){0, 50000}, NULL);
+    if (!atomic_load(&p.done))
+        fail_msg("the ring did not wake the parked waiter");
     assert_int_equal(pthread_join(t, NULL), 0);
     assert_int_equal(atomic_load(&p.rc), 0);
     assert_int_equal(atomic_load(&bell->sleepers), 0);
