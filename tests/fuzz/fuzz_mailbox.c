@@ -84,8 +84,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     st_clear_error();
     int rc = st_mbox_check_frame(&frame, "fuzz");
     CHECK(rc == STRATA_OK || (rc == STRATA_EENDPOINT && strata_error_message()[0] != '\0'));
-    static const st_mbox_trailer fixed = {
-        .protocol = ST_MBOX_PROTOCOL, .run_id = 1, .lease_slot = 0, .generation = 1, .dispatch_id = 1};
+    static const st_mbox_trailer fixed = {.protocol = ST_MBOX_PROTOCOL,
+                                          .run_id = 1,
+                                          .lease_slot = 0,
+                                          .generation = 1,
+                                          .dispatch_id = 1};
     st_mbox_trailer own = frame.trailer;
     int a = st_mbox_check_identity(&frame, &fixed, "fuzz");
     int b = st_mbox_check_identity(&frame, &own, "fuzz");

@@ -39,8 +39,8 @@ static void *ponger(void *arg) {
         }
         seen = atomic_load(&ctl->child_bell.value);
         if (atomic_load_explicit(&ctl->state, memory_order_acquire) != r)
-            c->failed = 2; /* the ring came before the ping's word */
-        ctl->result = r;                 /* the pong's payload */
+            c->failed = 2;                            /* the ring came before the ping's word */
+        ctl->result = r;                              /* the pong's payload */
         st_mbox_publish(ctl, (st_mbox_state)(r + 1)); /* published, then rung */
         st_mbox_ring(&ctl->parent_bell);
     }
@@ -127,7 +127,7 @@ static void a_deadline_ends_a_wait_and_a_rung_bell_does_not_wait(void **state) {
     static st_mbox m;
     st_mbox_init(&m);
     st_event *bell = &st_mbox_control(&m)->parent_bell;
-    assert_int_equal(st_mbox_wait_bell(bell, 0, 1000, 0), -1);                     /* long past */
+    assert_int_equal(st_mbox_wait_bell(bell, 0, 1000, 0), -1); /* long past */
     assert_int_equal(st_mbox_wait_bell(bell, 0, 1000, st_deadline_after(2000000)), -1); /* parks */
     assert_int_equal(atomic_load(&bell->sleepers), 0);
     st_mbox_ring(bell);
