@@ -109,7 +109,10 @@ void st_mbox_task_prepare(st_mbox_frame *f, const st_mbox_trailer *t, const st_l
     f->cfg = cfg ? *cfg : (strata_call_config){0, 0};
     f->lease = *lease;
     f->member = member;
-    memcpy(f->digest, digest, ST_MBOX_DIGEST_BYTES);
+    if (digest)
+        memcpy(f->digest, digest, ST_MBOX_DIGEST_BYTES);
+    else
+        memset(f->digest, 0, ST_MBOX_DIGEST_BYTES);
     f->trailer = *t;
     f->trailer.protocol = ST_MBOX_PROTOCOL;
     atomic_store_explicit(&f->accepted, 0, memory_order_relaxed);

@@ -153,7 +153,7 @@ static void a_child_sees_its_parent_alive(void **state) {
 
 typedef struct family {
     _Atomic int grandchild_pid;
-    _Atomic int saw_alive;  /* the grandchild saw its parent alive first */
+    _Atomic int saw_alive;  /* the grandchild's first look: 1 alive, 2 dead */
     _Atomic int saw_dead;   /* 1 dead seen, 2 never seen within the bound */
     _Atomic int parent_pid; /* the grandchild's st_child_parent_pid() */
 } family;
@@ -161,7 +161,7 @@ typedef struct family {
 static int grandchild(void *arg) {
     family *f = arg;
     atomic_store(&f->parent_pid, (int)st_child_parent_pid());
-    atomic_store(&f->saw_alive, st_child_parent_alive());
+    atomic_store(&f->saw_alive, st_child_parent_alive() ? 1 : 2);
     uint64_t deadline = st_deadline_after(BOUND);
     while (st_child_parent_alive() && st_now_ns() < deadline)
         nap_us(200);
@@ -191,7 +191,7 @@ static void a_grandchild_sees_its_killed_parent_dead(void **state) {
     st_child m;
     assert_ok(st_child_spawn(&m, "middle", middle, f));
     uint64_t deadline = st_deadline_after(BOUND);
-    while ((atomic_load(&f->grandchild_pid) == 0 || atomic_load(&f->parent_pid) == 0) &&
+    while ((atomic_load(&f->grandchild_pid) == 0 || atomic_load(&f->saw_alive) == 0) &&
            st_now_ns() < deadline)
         nap_us(100);
     pid_t g = atomic_load(&f->grandchild_pid);
