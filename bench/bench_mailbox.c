@@ -6,8 +6,9 @@
  * config, digest, one tensor and two scalars encoded), publishes TASK_READY
  * and rings the child's bell; the child checks the frame, decodes the
  * arguments, answers TASK_DONE and rings the parent's bell; the parent
- * checks the identity and returns the frame to IDLE. Both sides spin
- * SPIN_NS, then park on the bell, as the process endpoint does. The anchor:
+ * checks the identity and returns the frame to IDLE. Both sides spin on the
+ * frame's state word for SPIN_NS, then park on their bell (the ring wakes
+ * them only if they parked), as the process endpoint does. The anchor:
  * one shared word per direction, the same spin budget, then FUTEX_WAIT, and
  * FUTEX_WAKE only when the peer sleeps. Each repetition times every round
  * trip; its p50 and p99 are one sample each, and the rows are their medians.
@@ -67,22 +68,50 @@ static void percentiles(double *v, int n, double *p50, double *p99) {
 
 /* ---- strata: the mailbox ---- */
 
+static int in_set(uint32_t state, uint32_t set) {
+    return state < 32 && ((1u << state) & set) != 0;
+}
+
+/* Wait until f's state is one of the bits of `want`: spin on the state word itself for
+ * SPIN_NS (it is the word the peer publishes last), then park on the bell,
+ * reading its value before each re-check so a ring in between is not lost.
+ * The state reached, or UINT32_MAX after WAIT_BOUND_NS. */
+static uint32_t await_state(st_mbox_frame *f, st_event *bell, uint32_t want) {
+    uint64_t now = st_now_ns(), spin_end = now + SPIN_NS, deadline = now + WAIT_BOUND_NS;
+    unsigned n = 0;
+    for (;;) {
+        uint32_t s = st_mbox_state_of(f);
+        if (in_set(s, want))
+            return s;
+        st_cpu_relax();
+        if ((++n & 63) == 0 && st_now_ns() >= spin_end)
+            break;
+    }
+    for (;;) {
+        uint32_t seen = atomic_load(&bell->value);
+        uint32_t s = st_mbox_state_of(f);
+        if (in_set(s, want))
+            return s;
+        if (st_mbox_wait_bell(bell, seen, 0, deadline) != 0) {
+            s = st_mbox_state_of(f);
+            return in_set(s, want) ? s : UINT32_MAX;
+        }
+    }
+}
+
 static int mailbox_child(void *arg) {
     st_mbox *m = arg;
     st_mbox_frame *f = st_mbox_task(m, 0), *ctl = st_mbox_control(m);
     static strata_task_args args;
     for (;;) {
-        uint32_t seen = atomic_load(&ctl->child_bell.value);
-        uint32_t s = st_mbox_state_of(f);
+        uint32_t s =
+            await_state(f, &ctl->child_bell, 1u << ST_MBOX_TASK_READY | 1u << ST_MBOX_SHUTDOWN);
+        if (s == UINT32_MAX)
+            return 2;
         if (s == ST_MBOX_SHUTDOWN || atomic_load(&ctl->shutdown))
             return 0;
-        if (s != ST_MBOX_TASK_READY) {
-            if (st_mbox_wait_bell(&ctl->child_bell, seen, SPIN_NS,
-                                  st_deadline_after(WAIT_BOUND_NS)) != 0 &&
-                st_mbox_state_of(f) == s)
-                return 2;
-            continue;
-        }
+        if (s != ST_MBOX_TASK_READY)
+            return 4;
         int rc = st_mbox_check_frame(f, "bench child");
         if (rc == STRATA_OK)
             rc = st_wire_args_decode(f->payload, f->payload_bytes, &args, "bench child");
@@ -125,16 +154,10 @@ static int mailbox_trips(st_mbox *m, int trips, double *us, uint64_t *dispatch) 
         if (st_wire_args_encode(&a, f->payload, ST_MBOX_ARGS_CAP, &used) != STRATA_OK)
             return -1;
         f->payload_bytes = (uint32_t)used;
-        uint32_t seen = atomic_load(&ctl->parent_bell.value);
         st_mbox_publish(f, ST_MBOX_TASK_READY);
         st_mbox_ring(&ctl->child_bell);
-        while (st_mbox_state_of(f) != ST_MBOX_TASK_DONE) {
-            if (st_mbox_wait_bell(&ctl->parent_bell, seen, SPIN_NS,
-                                  st_deadline_after(WAIT_BOUND_NS)) != 0 &&
-                st_mbox_state_of(f) != ST_MBOX_TASK_DONE)
-                return -1;
-            seen = atomic_load(&ctl->parent_bell.value);
-        }
+        if (await_state(f, &ctl->parent_bell, 1u << ST_MBOX_TASK_DONE) != ST_MBOX_TASK_DONE)
+            return -1;
         if (f->status != STRATA_OK || st_mbox_check_identity(f, &t, "bench") != STRATA_OK)
             return -1;
         st_mbox_publish(f, ST_MBOX_IDLE);
