@@ -8,10 +8,11 @@
 #      coverage of src/ (lcov; per-file report in <prefix>-cov/coverage/)
 #   3. AddressSanitizer + UBSan build + every CTest test
 #   4. ThreadSanitizer build + the tests labelled "concurrency"
-#   5. fuzz: the libFuzzer API target (tests/fuzz/fuzz_api.c) built with
-#      clang + ASan + UBSan and run for STRATA_FUZZ_SECONDS from the saved
-#      corpus (tests/fuzz/corpus); a crash fails the stage and is kept in
-#      <prefix>-fuzz/crashes/ to be added to the corpus as a regression input
+#   5. fuzz: the libFuzzer targets (tests/fuzz/fuzz_api.c, fuzz_mailbox.c)
+#      built with clang + ASan + UBSan and run for half of STRATA_FUZZ_SECONDS
+#      each from their saved corpora (tests/fuzz/corpus, corpus_mailbox); a
+#      crash fails the stage and is kept in <prefix>-fuzz/crashes-<target>/
+#      to be added to that corpus as a regression input
 #   6. benchmark smoke run: each bench executable with --quick must exit 0
 # Every stage that runs tests puts "passed/total" in the summary table.
 # Must never: stop at the first failing stage without a summary, hide a failure
@@ -25,7 +26,7 @@
 #                        <prefix>-fuzz
 #   STRATA_JOBS          parallel compile and test jobs (default 2)
 #   STRATA_BENCH_TIMEOUT seconds one benchmark smoke run may take (default 300)
-#   STRATA_FUZZ_SECONDS  how long the fuzz stage fuzzes (default 60)
+#   STRATA_FUZZ_SECONDS  how long the fuzz stage fuzzes, both targets (default 60)
 #   STRATA_SANITIZER_NO_ASLR=1  run sanitizer tests under setarch -R even if
 #                        the probe says it is not needed
 set -uo pipefail
@@ -297,44 +298,66 @@ stage_coverage() {
     record_ctest_stage "coverage" "$start" "$rc" "$COVERAGE_NOTE"
 }
 
-# build_fuzzer DIR: the libFuzzer target only, clang + ASan + UBSan.
+# build_fuzzer DIR: the libFuzzer targets only, clang + ASan + UBSan.
 # shellcheck disable=SC2317 # called through run_stage "$@"
 build_fuzzer() {
     configure "$1" address -DCMAKE_C_COMPILER=clang -DSTRATA_FUZZ=ON \
         -DSTRATA_BUILD_BENCH=OFF -DSTRATA_BUILD_EXAMPLES=OFF &&
-        cmake --build "$1" -j"$JOBS" --target fuzz_api
+        cmake --build "$1" -j"$JOBS" --target fuzz_api fuzz_mailbox
 }
 
-# The fuzzer works on a copy of the corpus: what it adds stays in the build
-# tree, so a run never dirties the checkout. Only a crash (or a leak, a hang,
-# an engine assertion) fails the stage.
+# fuzz_one DIR TARGET CORPUS MAX_LEN SECONDS: one target from a copy of its
+# saved corpus; 0 with "<execs>" in $FUZZ_EXECS, or non-zero on a crash.
+fuzz_one() {
+    local dir="$1" target="$2" corpus="$3" max_len="$4" seconds="$5" rc
+    rm -rf "$dir/corpus-$target" "$dir/crashes-$target"
+    mkdir -p "$dir/corpus-$target" "$dir/crashes-$target"
+    cp "$ROOT/tests/fuzz/$corpus"/* "$dir/corpus-$target/"
+    echo "fuzz: $target for $seconds s" >&2
+    "${SANITIZER_PREFIX[@]}" "$dir/tests/$target" "$dir/corpus-$target" -max_total_time="$seconds" \
+        -max_len="$max_len" -timeout=60 -rss_limit_mb=4096 -print_final_stats=1 \
+        -artifact_prefix="$dir/crashes-$target/" 2>&1 | tee "$dir/fuzz-$target.log" | tail -n 30
+    rc=${PIPESTATUS[0]}
+    FUZZ_EXECS=$(sed -n 's/^stat::number_of_executed_units: *//p' "$dir/fuzz-$target.log")
+    [ "$rc" -eq 0 ] && [ -n "$FUZZ_EXECS" ]
+}
+
+# The fuzzers work on copies of their corpora: what they add stays in the
+# build tree, so a run never dirties the checkout. Only a crash (or a leak, a
+# hang, an engine assertion) fails the stage. The two targets share the
+# stage's STRATA_FUZZ_SECONDS, half each: the API interpreter (inputs up to
+# 512 bytes) and the mailbox's frame checks and argument decoder (up to 4096
+# bytes: a frame's head and tail are 704 of them, the largest arguments 2200).
 stage_fuzz() {
-    local dir="$PREFIX-fuzz" start rc execs # clang is there: the deps stage requires it
+    local dir="$PREFIX-fuzz" start half notes="" crashed=() # clang is there: the deps stage requires it
     run_stage "fuzz-build" build_fuzzer "$dir" || {
         record_stage "fuzz" SKIP 0 "build failed"
         return
     }
     banner "fuzz"
     start=$SECONDS
-    rm -rf "$dir/corpus" "$dir/crashes"
-    mkdir -p "$dir/corpus" "$dir/crashes"
-    cp "$ROOT"/tests/fuzz/corpus/* "$dir/corpus/"
+    half=$(((FUZZ_SECONDS + 1) / 2))
     if ! choose_sanitizer_prefix address,undefined clang; then
         record_stage "fuzz" FAIL $((SECONDS - start)) "sanitizer runtime cannot start"
         return
     fi
-    "${SANITIZER_PREFIX[@]}" "$dir/tests/fuzz_api" "$dir/corpus" -max_total_time="$FUZZ_SECONDS" \
-        -max_len=512 -timeout=60 -rss_limit_mb=4096 -print_final_stats=1 \
-        -artifact_prefix="$dir/crashes/" 2>&1 | tee "$dir/fuzz.log" | tail -n 30
-    rc=${PIPESTATUS[0]}
-    SANITIZER_PREFIX=()
-    execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$dir/fuzz.log")
-    if [ "$rc" -eq 0 ] && [ -n "$execs" ]; then
-        record_stage "fuzz" PASS $((SECONDS - start)) "${execs} inputs in ${FUZZ_SECONDS} s, no crash"
+    if fuzz_one "$dir" fuzz_api corpus 512 "$half"; then
+        notes="api: ${FUZZ_EXECS} inputs"
     else
-        echo "fuzz: failed (status $rc); inputs in $dir/crashes/:" >&2
-        ls "$dir/crashes" >&2
-        record_stage "fuzz" FAIL $((SECONDS - start)) "crash: see $dir/crashes/"
+        crashed+=("$dir/crashes-fuzz_api/")
+    fi
+    if fuzz_one "$dir" fuzz_mailbox corpus_mailbox 4096 "$half"; then
+        notes="${notes:+$notes, }mailbox: ${FUZZ_EXECS} inputs"
+    else
+        crashed+=("$dir/crashes-fuzz_mailbox/")
+    fi
+    SANITIZER_PREFIX=()
+    if [ ${#crashed[@]} -eq 0 ]; then
+        record_stage "fuzz" PASS $((SECONDS - start)) "$notes in ${half} s each, no crash"
+    else
+        echo "fuzz: failed; inputs in: ${crashed[*]}" >&2
+        ls "${crashed[@]}" >&2
+        record_stage "fuzz" FAIL $((SECONDS - start)) "crash: see ${crashed[*]}"
     fi
 }
 
