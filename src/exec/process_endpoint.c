@@ -217,6 +217,9 @@ static int collect(st_proc_ep *p, int check_dead) {
 static void *proc_thread_main(void *arg) {
     st_proc_ep *p = arg;
     st_event *bell = &st_mbox_control(p->m)->parent_bell;
+    if (p->base.is_sub) /* a scheduler pass here hands the next sub task to this child: a
+                           chain stays on one child, whose loop is still spinning */
+        st_endpoint_bind_thread(&p->base);
     for (;;) {
         uint32_t seen = atomic_load_explicit(&bell->value, memory_order_acquire);
         if (collect(p, 0))
