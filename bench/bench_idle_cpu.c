@@ -39,8 +39,9 @@
 
 #define PROCESS_SUBS 4
 
-/* User + system CPU seconds of one process, from /proc/<pid>/stat (0 if gone). */
-static double pid_cpu_s(int pid) {
+/* The parent pid and user + system CPU seconds of process `pid`, from
+ * /proc/<pid>/stat; 0 if it is gone. */
+static int pid_stat(int pid, int *ppid, double *cpu_s) {
     char path[64], buf[1024];
     snprintf(path, sizeof path, "/proc/%d/stat", pid);
     FILE *f = fopen(path, "r");
@@ -51,33 +52,42 @@ static double pid_cpu_s(int pid) {
     buf[n] = '\0';
     const char *p = strrchr(buf, ')'); /* the command name may hold spaces */
     unsigned long long utime = 0, stime = 0;
-    if (!p ||
-        sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &utime, &stime) != 2)
+    if (!p || sscanf(p + 2, "%*c %d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", ppid, &utime,
+                     &stime) != 3)
         return 0;
-    return (double)(utime + stime) / (double)sysconf(_SC_CLK_TCK);
+    *cpu_s = (double)(utime + stime) / (double)sysconf(_SC_CLK_TCK);
+    return 1;
 }
 
-/* This process plus every child of any of its threads (/proc/self/task/N/children). */
-static double process_tree_cpu_s(void) {
-    double cpu = bench_process_cpu_s();
-    DIR *d = opendir("/proc/self/task");
+/* The children of this process, found once before a window (scanning /proc
+ * inside it would count the scan as idle CPU). */
+static int child_pids[64], nchild_pids;
+
+static void find_children(void) {
+    int me = (int)getpid();
+    nchild_pids = 0;
+    DIR *d = opendir("/proc");
     if (!d)
-        return cpu;
+        return;
     struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-        if (e->d_name[0] == '.')
-            continue;
-        char path[300];
-        snprintf(path, sizeof path, "/proc/self/task/%s/children", e->d_name);
-        FILE *f = fopen(path, "r");
-        if (!f)
-            continue;
-        int pid;
-        while (fscanf(f, "%d", &pid) == 1)
-            cpu += pid_cpu_s(pid);
-        fclose(f);
+    while ((e = readdir(d)) != NULL && nchild_pids < 64) {
+        int pid = atoi(e->d_name), ppid = 0;
+        double c = 0;
+        if (pid > 0 && pid != me && pid_stat(pid, &ppid, &c) && ppid == me)
+            child_pids[nchild_pids++] = pid;
     }
     closedir(d);
+}
+
+/* This process plus the children find_children saw. */
+static double process_tree_cpu_s(void) {
+    double cpu = bench_process_cpu_s();
+    for (int i = 0; i < nchild_pids; i++) {
+        int ppid = 0;
+        double c = 0;
+        if (pid_stat(child_pids[i], &ppid, &c))
+            cpu += c;
+    }
     return cpu;
 }
 
@@ -153,6 +163,13 @@ static int process_idle(double window_s, int slices, int probes, bench_series *p
     for (int i = 0; i < 10 && !rc; i++)
         if ((rc = strata_worker_run(w, orchestrate_warm, &call)) != 0)
             strata_fail("strata_worker_run", rc);
+    if (!rc)
+        find_children();
+    if (!rc && nchild_pids != PROCESS_SUBS) {
+        fprintf(stderr, "process subs: found %d children, expected %d\n", nchild_pids,
+                PROCESS_SUBS);
+        rc = -1;
+    }
     if (!rc)
         measure_idle_of(process_tree_cpu_s, window_s, slices, per_slice, whole);
     warm_call one = {call.empty, 1};
