@@ -177,6 +177,11 @@ int main(int argc, char **argv) {
     row->strata = fp.intercept;
     bench_row_compare(row, "thread-hosted", ft.intercept, TARGET_RATIO);
     bench_table_print(t);
+    printf("  us per run of N tasks (median), process | thread-hosted:");
+    for (int k = 0; k < NSWEEP; k++)
+        printf(" N=%d %.2f | %.2f;", sweep_tasks[k], bench_series_stats(&per_proc[k]).median,
+               bench_series_stats(&per_thr[k]).median);
+    printf("\n");
     bench_report_print_verdict(&report);
     return bench_report_write_json(&report) ? 1 : 0;
 }

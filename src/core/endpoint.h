@@ -92,7 +92,10 @@ typedef struct st_endpoint_ops {
     /* Run a lendable task that was dispatched to ep but not started yet on the
      * calling thread (a thread waiting for its run), and complete it as ep
      * would. Only tasks of runs up to max_run_id are taken. 1 if a task ran.
-     * May be NULL (the endpoint never lends: chips, processes). Any thread,
+     * A process endpoint cannot run a task on another process's thread:
+     * instead it hands back a result its child finished (the caller completes
+     * it, saving the endpoint thread's wake-up); 1 if it did.
+     * May be NULL (the endpoint never lends: chips). Any thread,
      * no lock held. */
     int (*lend)(st_endpoint *ep, uint64_t max_run_id);
     /* A callable was registered on the running worker (strata_worker_register_sub,
