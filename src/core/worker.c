@@ -230,17 +230,26 @@ static int broadcast_registration(strata_worker *w, const st_callable_info *ci, 
     st_engine_unlock(w);
     if (!n)
         return STRATA_OK;
-    st_error first;
-    st_error_init(&first);
-    for (int i = 0; i < n; i++)
-        if (eps[i]->ops->registered(eps[i], ci) != STRATA_OK)
-            st_error_set(&first, STRATA_EENDPOINT, "%s: '%s': %s", what, ci->name,
+    char msg[STRATA_ERRMSG_MAX] = "";
+    size_t len = 0;
+    int failed = 0;
+    for (int i = 0; i < n; i++) {
+        if (eps[i]->ops->registered(eps[i], ci) == STRATA_OK)
+            continue;
+        /* every child's refusal is reported, in order, each naming its child */
+        int k = snprintf(msg + len, sizeof msg - len, "%s%s", failed ? "; " : "",
                          strata_error_message());
+        len = k < 0 ? len : len + (size_t)k < sizeof msg ? len + (size_t)k : sizeof msg - 1;
+        failed++;
+    }
     st_engine_lock(w);
     w->broadcasting--;
     st_event_bump(&w->admit_ev);
     st_engine_unlock(w);
-    return st_error_raise(&first);
+    if (!failed)
+        return STRATA_OK;
+    return st_fail(STRATA_EENDPOINT, "%s: '%s': %d of %d children refused it: %s", what, ci->name,
+                   failed, n, msg);
 }
 
 static int register_callable(strata_worker *w, const char *name, st_callable_kind kind,

@@ -310,6 +310,7 @@ static void a_refused_registration_names_the_child(void **state) {
     assert_fails(STRATA_EENDPOINT, "L3 child 9",
                  strata_worker_register_sub(w, "late", ts_noop_sub, NULL, &c));
     assert_message_mentions("this child refuses 'late'");
+    assert_message_mentions("1 of 2 children refused it"); /* sub 0 took it */
     assert_message_mentions("REGISTER");
     strata_worker_destroy(w);
 }
