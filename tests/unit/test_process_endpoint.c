@@ -88,13 +88,15 @@ static int hanging_init(void *arg, void **self) {
     return STRATA_OK;
 }
 /* Finishes every task OK, except that scalar 0 == 1 corrupts the identity
- * it answers with (the parent must refuse the result). */
+ * it answers with and 2 its protocol version (the parent must refuse both). */
 static void echo_task(void *self, st_mbox *m, uint32_t frame, const strata_task_args *args,
                       const st_callable_info *ci) {
     (void)self;
     (void)ci;
     if (args->nscalars > 0 && args->scalars[0] == 1)
         st_mbox_task(m, frame)->trailer.dispatch_id += 100;
+    if (args->nscalars > 0 && args->scalars[0] == 2)
+        st_mbox_task(m, frame)->trailer.protocol = 99;
     st_proc_task_finish(m, frame, STRATA_OK, NULL);
 }
 static int refusing_registered(void *self, const st_callable_info *ci) {
@@ -398,6 +400,11 @@ static void a_result_of_another_identity_is_refused(void **state) {
     assert_int_equal(strata_worker_run(w, orch_nl, &j), STRATA_EENDPOINT);
     assert_message_mentions("L3 child 2");
     assert_message_mentions("dispatch");
+    j.scalar = 0;
+    assert_ok(strata_worker_run(w, orch_nl, &j));
+    j.scalar = 2; /* a result of another protocol version */
+    assert_int_equal(strata_worker_run(w, orch_nl, &j), STRATA_EENDPOINT);
+    assert_message_mentions("protocol");
     j.scalar = 0;
     assert_ok(strata_worker_run(w, orch_nl, &j));
     strata_worker_destroy(w);
