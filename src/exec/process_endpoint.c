@@ -100,7 +100,7 @@ struct st_proc_ep {
     /* Serialises control calls (one control frame). Taken with no other lock
      * held, before `lock`. */
     pthread_mutex_t ctl_mu;
-    int ctl_broken; /* a control call timed out: the control frame cannot be trusted */
+    int ctl_broken; /* a control call timed out unanswered: no other until its answer came */
     st_proc_frame_hook frame_hook;
     void *frame_hook_ctx;
 };
@@ -381,8 +381,10 @@ static int proc_registered(st_endpoint *ep, const st_callable_info *ci) {
     w.fn = (uint64_t)(uintptr_t)ci->fn;
     w.user = (uint64_t)(uintptr_t)ci->user;
     w.program = (uint64_t)(uintptr_t)ci->program;
+    /* No deadline: a child answers between two tasks (a long task delays it), and
+     * its death is noticed by the probe while waiting. */
     return st_proc_ep_control(p, ST_MBOX_CMD_REGISTER, 0, 0, &w, sizeof w, NULL, 0, NULL,
-                              st_deadline_after(p->cfg.startup_timeout_ns));
+                              UINT64_MAX);
 }
 
 /* A thread waiting for its run (core/helping.c) cannot run a task in another
@@ -575,9 +577,13 @@ int st_proc_ep_control(st_proc_ep *p, st_mbox_command cmd, uint64_t arg0, uint64
         rc = st_fail(STRATA_ESTATE, "%s: %s: the child is not serving", p->cfg.label, cname);
         goto out;
     }
+    if (p->ctl_broken && st_mbox_state_of(ctl) == ST_MBOX_CONTROL_DONE) {
+        st_mbox_publish(ctl, ST_MBOX_IDLE); /* the late answer came: dropped, frame usable */
+        p->ctl_broken = 0;
+    }
     if (p->ctl_broken) {
         rc = st_fail(STRATA_EENDPOINT,
-                     "%s: %s: an earlier control call timed out; the control frame is unusable",
+                     "%s: %s: an earlier control call timed out and is still unanswered",
                      p->cfg.label, cname);
         goto out;
     }

@@ -105,6 +105,11 @@ static int refusing_registered(void *self, const st_callable_info *ci) {
 }
 static int failing_control(void *self, st_mbox_frame *ctl) {
     (void)self;
+    if (ctl->command == ST_MBOX_CMD_FREE) { /* held until the test opens the gate (10 s at most) */
+        for (int i = 0; i < 100000 && !atomic_load(&page->seen); i++)
+            usleep(100);
+        return STRATA_OK;
+    }
     return st_fail(STRATA_EDEVICE, "command %llu failed on purpose",
                    (unsigned long long)ctl->command);
 }
@@ -432,6 +437,29 @@ static void control_calls_carry_their_errors_back(void **state) {
     strata_worker_destroy(w);
 }
 
+static void a_control_call_past_its_deadline_blocks_others_until_answered(void **state) {
+    (void)state;
+    reset_page();
+    strata_worker *w = new_worker(STRATA_HOST_THREAD, 1, 0);
+    st_proc_ep *c = add_child(w, &ok_kind, "chip fake:5");
+    assert_ok(strata_worker_init(w));
+    uint64_t dl = st_deadline_after(10 * TS_SEC);
+    /* the child holds FREE until the gate opens: the deadline passes first */
+    assert_fails(STRATA_ETIMEDOUT, "chip fake:5: control call FREE not answered in time",
+                 st_proc_ep_control(c, ST_MBOX_CMD_FREE, 0, 0, NULL, 0, NULL, 0, NULL,
+                                    st_now_ns() + TS_SEC / 100));
+    assert_fails(STRATA_EENDPOINT, "still unanswered",
+                 st_proc_ep_control(c, ST_MBOX_CMD_PING, 0, 0, NULL, 0, NULL, 0, NULL, dl));
+    atomic_store(&page->seen, 1);
+    int rc;
+    do { /* once the late answer is in, the frame is usable again */
+        st_clear_error();
+        rc = st_proc_ep_control(c, ST_MBOX_CMD_PING, 0, 0, NULL, 0, NULL, 0, NULL, dl);
+    } while (rc == STRATA_EENDPOINT && st_now_ns() < dl);
+    assert_ok(rc);
+    strata_worker_destroy(w);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(every_child_becomes_ready_and_is_reaped_at_close),
@@ -444,6 +472,7 @@ int main(void) {
         cmocka_unit_test(a_bad_frame_fails_only_its_task),
         cmocka_unit_test(a_result_of_another_identity_is_refused),
         cmocka_unit_test(control_calls_carry_their_errors_back),
+        cmocka_unit_test(a_control_call_past_its_deadline_blocks_others_until_answered),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
