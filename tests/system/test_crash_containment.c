@@ -1,0 +1,390 @@
+/* tests/system/test_crash_containment.c - a process-hosted sub worker that
+ * dies takes only its own tasks with it.
+ *
+ * Owns: whole-runtime scenarios of a crashing child: SIGKILL mid-task, a
+ * segfault and exit() in a sub function, an exit during a control call, a
+ * child whose every sibling is gone (its tasks fail fast with the reason),
+ * and a parent SIGKILLed (its children exit by themselves). After each crash
+ * the failed run's error names the child and how it ended, its dependants
+ * never ran, and a later run on the same worker succeeds on the other subs.
+ * Must never: assert a duration (every wait is bounded, and generous), or run
+ * under TSan (it forks: TSan and fork do not mix; ASan+UBSan run it).
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/endpoint.h"
+#include "core/engine.h"
+#include "exec/process_endpoint.h"
+#include "test_support.h"
+#include "util/clock.h"
+
+typedef enum crash_op {
+    OP_RECORD = 0, /* record the pid, add 1 to t0[0] */
+    OP_HANG,       /* record the pid, then wait for the gate (the test kills us) */
+    OP_SEGV,       /* a null write with the default SIGSEGV action */
+    OP_EXIT        /* exit(7) */
+} crash_op;
+
+typedef struct shared {
+    _Atomic int hang_pid; /* the pid of the child in OP_HANG */
+    _Atomic int gate;
+    _Atomic int pids[64];
+    _Atomic int npids;
+} shared;
+static shared *sh;
+
+static void sleep_ms(long ms) {
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000};
+    nanosleep(&ts, NULL);
+}
+
+static int crash_body(const strata_task_view *a, void *user) {
+    (void)user;
+    switch ((crash_op)strata_args_scalar(a, 0)) {
+    case OP_RECORD: {
+        int i = atomic_fetch_add(&sh->npids, 1);
+        if (i < 64)
+            atomic_store(&sh->pids[i], (int)getpid());
+        ((int32_t *)strata_args_data(a, 0))[0] += 1;
+        return 0;
+    }
+    case OP_HANG:
+        atomic_store(&sh->hang_pid, (int)getpid());
+        for (int i = 0; i < 60000 && !atomic_load(&sh->gate); i++)
+            sleep_ms(1);
+        strata_task_set_error("never killed");
+        return 1;
+    case OP_SEGV:
+        signal(SIGSEGV, SIG_DFL); /* the default action, not a sanitizer's report */
+#ifdef STRATA_SANITIZED
+        raise(SIGSEGV); /* UBSan would stop at a null store before it faults */
+#else
+        *(volatile int *)(uintptr_t)atoi("0") = 1;
+#endif
+        return 0;
+    case OP_EXIT:
+        /* exit(), not _exit(): atexit handlers run in the child. Under ASan
+         * its leak check runs there too and may report what only threads of
+         * the parent (absent in a fork) referenced, and change the status. */
+        exit(7);
+    }
+    return 1;
+}
+
+typedef struct world {
+    strata_worker *w;
+    strata_callable fn;
+    strata_buffer *a, *b;
+} world;
+
+static void open_world(world *wd, uint32_t subs) {
+    memset(sh, 0, sizeof *sh);
+    strata_worker_config cfg;
+    strata_worker_config_init(&cfg);
+    cfg.sub_workers = subs;
+    cfg.sub_mode = STRATA_HOST_PROCESS;
+    cfg.spin_ns = 1000;
+    assert_ok(strata_worker_create(&cfg, &wd->w));
+    assert_ok(strata_worker_register_sub(wd->w, "crash", crash_body, NULL, &wd->fn));
+    assert_ok(strata_worker_init(wd->w));
+    assert_ok(strata_buffer_create(wd->w, 64, &wd->a));
+    assert_ok(strata_buffer_create(wd->w, 64, &wd->b));
+}
+
+static void close_world(world *wd) {
+    assert_ok(strata_worker_close(wd->w));
+    strata_buffer_destroy(wd->a);
+    strata_buffer_destroy(wd->b);
+    strata_worker_destroy(wd->w);
+}
+
+static int submit(strata_orch *o, world *wd, crash_op op, strata_buffer *buf) {
+    int64_t shape[1] = {16};
+    strata_tensor t;
+    STRATA_TRY(strata_tensor_contiguous(buf, STRATA_I32, 1, shape, &t));
+    strata_task_args a;
+    strata_args_init(&a);
+    STRATA_TRY(strata_args_add_tensor(&a, &t, STRATA_INOUT));
+    STRATA_TRY(strata_args_add_scalar(&a, (uint64_t)op));
+    return strata_orch_submit_sub(o, wd->fn, &a);
+}
+
+typedef struct crash_run {
+    world *wd;
+    crash_op op;
+} crash_run;
+
+/* The crashing task on a, a dependant of it on a, an independent task on b. */
+static int orch_crash(strata_orch *o, void *arg) {
+    crash_run *cr = arg;
+    STRATA_TRY(submit(o, cr->wd, cr->op, cr->wd->a));
+    STRATA_TRY(submit(o, cr->wd, OP_RECORD, cr->wd->a));
+    return submit(o, cr->wd, OP_RECORD, cr->wd->b);
+}
+
+static int orch_many(strata_orch *o, void *arg) {
+    world *wd = arg;
+    for (int i = 0; i < 8; i++)
+        STRATA_TRY(submit(o, wd, OP_RECORD, i % 2 ? wd->a : wd->b));
+    return STRATA_OK;
+}
+
+/* After a crash: the dependant never ran; a later run works on the others. */
+static void later_run_works_without(world *wd, int dead_pid) {
+    int32_t *a = strata_buffer_data(wd->a);
+    assert_int_equal(a[0], 0); /* the dependant of the crashed task was poisoned */
+    atomic_store(&sh->npids, 0);
+    assert_ok(strata_worker_run(wd->w, orch_many, wd));
+    assert_int_equal(atomic_load(&sh->npids), 8);
+    for (int i = 0; i < 8; i++)
+        assert_int_not_equal(atomic_load(&sh->pids[i]), dead_pid);
+    assert_int_equal(a[0], 4);
+}
+
+static int pid_of_sub_running(world *wd, int pid) {
+    for (int i = 0; i < wd->w->nsubs; i++)
+        if (st_proc_ep_child(st_proc_ep_of(wd->w->subs[i].ep))->pid == pid)
+            return i;
+    return -1;
+}
+
+static void sigkill_mid_task_fails_only_its_run(void **state) {
+    (void)state;
+    world wd;
+    open_world(&wd, 2);
+    crash_run cr = {&wd, OP_HANG};
+    strata_run *r;
+    assert_ok(strata_worker_submit(wd.w, orch_crash, &cr, &r));
+    for (int i = 0; i < 30000 && atomic_load(&sh->hang_pid) == 0; i++)
+        sleep_ms(1);
+    int pid = atomic_load(&sh->hang_pid);
+    assert_true(pid > 0);
+    assert_true(pid_of_sub_running(&wd, pid) >= 0);
+    assert_int_equal(kill(pid, SIGKILL), 0);
+    assert_int_equal(strata_run_wait(r, 60 * TS_SEC), STRATA_EENDPOINT);
+    const char *err = strata_run_error(r);
+    char want[96];
+    snprintf(want, sizeof want, "(pid %d) killed by signal 9", pid);
+    ts_assert_mentions(err, want);
+    ts_assert_mentions(err, "while running task 'crash'");
+    ts_assert_mentions(err, "sub ");
+    strata_run_release(r);
+    later_run_works_without(&wd, pid);
+    close_world(&wd);
+}
+
+static void crash_in_body(crash_op op, const char *how) {
+    world wd;
+    open_world(&wd, 2);
+    int pids[2] = {(int)st_proc_ep_child(st_proc_ep_of(wd.w->subs[0].ep))->pid,
+                   (int)st_proc_ep_child(st_proc_ep_of(wd.w->subs[1].ep))->pid};
+    crash_run cr = {&wd, op};
+    st_clear_error();
+    assert_int_equal(strata_worker_run(wd.w, orch_crash, &cr), STRATA_EENDPOINT);
+    const char *err = strata_error_message();
+    ts_assert_mentions(err, how);
+    ts_assert_mentions(err, "while running task 'crash'");
+    int dead = strstr(err, "sub 0 (pid") ? pids[0] : pids[1];
+    char want[64];
+    snprintf(want, sizeof want, "(pid %d)", dead);
+    ts_assert_mentions(err, want);
+    later_run_works_without(&wd, dead);
+    close_world(&wd);
+}
+
+static void a_segfault_in_a_sub_function_fails_only_its_run(void **state) {
+    (void)state;
+    crash_in_body(OP_SEGV, "killed by signal 11");
+}
+
+static void exit_in_a_sub_function_fails_only_its_run(void **state) {
+    (void)state;
+#ifdef STRATA_SANITIZED
+    crash_in_body(OP_EXIT, "exited with status"); /* a leak report may change the code */
+#else
+    crash_in_body(OP_EXIT, "exited with status 7");
+#endif
+}
+
+static void the_last_sub_gone_fails_later_tasks_fast_with_the_reason(void **state) {
+    (void)state;
+    world wd;
+    open_world(&wd, 1);
+    int pid = (int)st_proc_ep_child(st_proc_ep_of(wd.w->subs[0].ep))->pid;
+    assert_int_equal(kill(pid, SIGKILL), 0);
+    crash_run cr = {&wd, OP_RECORD};
+    for (int k = 0; k < 3; k++) {
+        st_clear_error();
+        assert_int_equal(strata_worker_run(wd.w, orch_crash, &cr), STRATA_EENDPOINT);
+        ts_assert_mentions(strata_error_message(), "killed by signal 9");
+        ts_assert_mentions(strata_error_message(), "sub 0");
+    }
+    assert_int_equal(atomic_load(&sh->npids), 0);
+    close_world(&wd);
+}
+
+/* A next-level child whose control handler exits. */
+static int plain_init(void *arg, void **self) {
+    (void)arg;
+    *self = NULL;
+    return STRATA_OK;
+}
+static void plain_task(void *self, st_mbox *m, uint32_t frame, const strata_task_args *args,
+                       const st_callable_info *ci) {
+    (void)self;
+    (void)args;
+    (void)ci;
+    st_proc_task_finish(m, frame, STRATA_OK, NULL);
+}
+static int exiting_control(void *self, st_mbox_frame *ctl) {
+    (void)self;
+    (void)ctl;
+    _exit(9);
+}
+static void plain_shutdown(void *self, st_mbox *m) {
+    (void)self;
+    (void)m;
+}
+static const st_proc_kind exit_on_control = {.name = "exit-on-control",
+                                             .frames = 1,
+                                             .init = plain_init,
+                                             .task = plain_task,
+                                             .control = exiting_control,
+                                             .shutdown = plain_shutdown};
+
+static void exit_during_a_control_call_is_reported_and_contained(void **state) {
+    (void)state;
+    memset(sh, 0, sizeof *sh);
+    strata_worker_config cfg;
+    strata_worker_config_init(&cfg);
+    cfg.sub_workers = 1;
+    cfg.sub_mode = STRATA_HOST_PROCESS;
+    strata_worker *w;
+    assert_ok(strata_worker_create(&cfg, &w));
+    st_proc_ep_config pc = {.kind = &exit_on_control, .worker_id = -1, .spin_ns = 1000};
+    snprintf(pc.label, sizeof pc.label, "chip fake:0");
+    st_proc_ep *p;
+    assert_ok(st_proc_ep_create(w, &pc, &p));
+    int id;
+    assert_ok(st_worker_add_endpoint(w, st_proc_ep_endpoint(p), &id));
+    strata_callable fn;
+    assert_ok(strata_worker_register_sub(w, "crash", crash_body, NULL, &fn));
+    assert_ok(strata_worker_init(w));
+    int pid = (int)st_proc_ep_child(p)->pid;
+    assert_fails(STRATA_EENDPOINT, "exited with status 9 during control call COPY_TO",
+                 st_proc_ep_control(p, ST_MBOX_CMD_COPY_TO, 0, 4, "abcd", 4, NULL, 0, NULL,
+                                    st_deadline_after(60 * TS_SEC)));
+    char want[64];
+    snprintf(want, sizeof want, "chip fake:0 (pid %d)", pid);
+    assert_message_mentions(want);
+    /* a later control call and a registration fail fast, naming it */
+    assert_fails(STRATA_EENDPOINT, "exited with status 9",
+                 st_proc_ep_control(p, ST_MBOX_CMD_PING, 0, 0, NULL, 0, NULL, 0, NULL,
+                                    st_deadline_after(60 * TS_SEC)));
+    strata_callable late;
+    assert_fails(STRATA_EENDPOINT, "chip fake:0",
+                 strata_worker_register_sub(w, "late", ts_noop_sub, NULL, &late));
+    /* the sub worker is untouched */
+    world wd = {.w = w, .fn = fn};
+    assert_ok(strata_buffer_create(w, 64, &wd.a));
+    assert_ok(strata_buffer_create(w, 64, &wd.b));
+    assert_ok(strata_worker_run(w, orch_many, &wd));
+    assert_int_equal(((int32_t *)strata_buffer_data(wd.a))[0], 4);
+    close_world(&wd);
+}
+
+/* ---- the parent dies ---------------------------------------------------- */
+
+static int gone_or_zombie(int pid) {
+    if (kill(pid, 0) == -1 && errno == ESRCH)
+        return 1;
+    char path[64], buf[256];
+    snprintf(path, sizeof path, "/proc/%d/stat", pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 1;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *close_paren = strrchr(buf, ')');
+    return close_paren && close_paren[1] == ' ' && close_paren[2] == 'Z';
+}
+
+static void the_children_of_a_killed_parent_exit(void **state) {
+    (void)state;
+    int fds[2];
+    assert_int_equal(pipe(fds), 0);
+    pid_t parent = fork();
+    assert_true(parent >= 0);
+    if (parent == 0) { /* the "parent": a worker with process subs, then it waits */
+        close(fds[0]);
+        strata_worker_config cfg;
+        strata_worker_config_init(&cfg);
+        cfg.sub_workers = 3;
+        cfg.sub_mode = STRATA_HOST_PROCESS;
+        strata_worker *w;
+        if (strata_worker_create(&cfg, &w) != STRATA_OK || strata_worker_init(w) != STRATA_OK)
+            _exit(1);
+        int pids[3];
+        for (int i = 0; i < 3; i++)
+            pids[i] = (int)st_proc_ep_child(st_proc_ep_of(w->subs[i].ep))->pid;
+        if (write(fds[1], pids, sizeof pids) != (ssize_t)sizeof pids)
+            _exit(2);
+        for (;;)
+            pause();
+    }
+    close(fds[1]);
+    int pids[3];
+    size_t got = 0;
+    while (got < sizeof pids) {
+        ssize_t n = read(fds[0], (char *)pids + got, sizeof pids - got);
+        if (n <= 0)
+            break;
+        got += (size_t)n;
+    }
+    close(fds[0]);
+    assert_int_equal(got, sizeof pids);
+    assert_int_equal(kill(parent, SIGKILL), 0);
+    int status;
+    assert_int_equal(waitpid(parent, &status, 0), parent);
+    /* Each child parks at most 500 ms between checks of its parent: they are
+     * gone within about a second; the bound here is only against a hang. */
+    for (int i = 0; i < 3; i++) {
+        int k = 0;
+        while (!gone_or_zombie(pids[i]) && k++ < 20000)
+            sleep_ms(1);
+        assert_true(gone_or_zombie(pids[i]));
+    }
+}
+
+static int setup(void **state) {
+    (void)state;
+    sh = mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    return sh == MAP_FAILED ? -1 : 0;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    munmap(sh, sizeof *sh);
+    return 0;
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(the_children_of_a_killed_parent_exit),
+        cmocka_unit_test(sigkill_mid_task_fails_only_its_run),
+        cmocka_unit_test(a_segfault_in_a_sub_function_fails_only_its_run),
+        cmocka_unit_test(exit_in_a_sub_function_fails_only_its_run),
+        cmocka_unit_test(the_last_sub_gone_fails_later_tasks_fast_with_the_reason),
+        cmocka_unit_test(exit_during_a_control_call_is_reported_and_contained),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
