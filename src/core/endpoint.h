@@ -22,7 +22,13 @@ typedef struct strata_worker st_engine; /* the engine is the worker */
 typedef struct st_endpoint st_endpoint;
 
 /* What a callable is, as the engine and the endpoints see it. */
-typedef enum st_callable_kind { ST_CALLABLE_SUB = 0, ST_CALLABLE_NEXT = 1 } st_callable_kind;
+/* ORCH: a next-level callable a child Worker runs as one whole run of its own
+ * (strata_worker_register_orch); it goes where NEXT callables go. */
+typedef enum st_callable_kind {
+    ST_CALLABLE_SUB = 0,
+    ST_CALLABLE_NEXT = 1,
+    ST_CALLABLE_ORCH = 2
+} st_callable_kind;
 
 /* Callables of one worker: their ids are 0 .. ST_MAX_CALLABLES-1, so an
  * endpoint may index its own per-callable state by id. */
@@ -36,6 +42,9 @@ typedef struct st_callable_info {
     void *user;       /* passed to fn */
     void *program;    /* NEXT callables backed by a chip program (owned by the chip layer) */
     uint64_t digest;  /* stable digest of the description (name + kind) */
+
+    /* ORCH callables: builds the run a child Worker runs per task (user is its arg). */
+    strata_orch_fn orch;
 } st_callable_info;
 
 /* One unit of work handed to an endpoint: a whole task or one group member. */
@@ -154,6 +163,12 @@ int st_worker_add_endpoint(strata_worker *w, st_endpoint *ep, int *worker_id_out
 
 /* Next-level endpoint `worker_id` of w, or NULL if there is none (takes the engine lock). */
 st_endpoint *st_worker_next_endpoint(strata_worker *w, int worker_id);
+
+/* A run of w built by fn(o, arg) for a next-level task of a parent worker
+ * whose arguments are *task_args (strata_orch_task_args answers them while fn
+ * runs; NULL: none). Otherwise strata_worker_submit. */
+int st_worker_submit_task(strata_worker *w, strata_orch_fn fn, void *arg,
+                          const strata_task_view *task_args, strata_run **out);
 
 /* Register a next-level callable (a test function, or a chip program). */
 int st_register_next_level(strata_worker *w, const char *name, strata_sub_fn fn, void *user,

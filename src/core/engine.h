@@ -68,6 +68,9 @@ struct strata_orch {
     uint32_t frame_start[STRATA_MAX_SCOPE_DEPTH];
     uint64_t *scope_refs; /* references held by open scopes, innermost last */
     uint32_t nscope_refs, cap_scope_refs;
+
+    /* The parent's task this run executes (strata_orch_task_args), or NULL. */
+    const strata_task_view *task_args;
 };
 
 typedef struct st_next_state {

@@ -197,15 +197,15 @@ static uint64_t digest_of(const char *name, st_callable_kind kind) {
 }
 
 static int register_callable(strata_worker *w, const char *name, st_callable_kind kind,
-                             strata_sub_fn fn, void *user, void *program, strata_callable *out,
-                             const char *what) {
+                             strata_sub_fn fn, strata_orch_fn orch, void *user, void *program,
+                             strata_callable *out, const char *what) {
     if (!w || !name || !out)
         return st_fail(STRATA_EINVAL, "%s: worker, name and out must not be NULL", what);
     size_t len = strlen(name);
     if (len == 0 || len >= sizeof((st_callable_info *)0)->name)
         return st_fail(STRATA_EINVAL, "%s: name must be 1..%zu characters", what,
                        sizeof((st_callable_info *)0)->name - 1);
-    if (kind == ST_CALLABLE_SUB && !fn)
+    if ((kind == ST_CALLABLE_SUB && !fn) || (kind == ST_CALLABLE_ORCH && !orch))
         return st_fail(STRATA_EINVAL, "%s: '%s': function is NULL", what, name);
     st_callable_info *ci = st_calloc(1, sizeof *ci);
     if (!ci) {
@@ -217,6 +217,7 @@ static int register_callable(strata_worker *w, const char *name, st_callable_kin
     ci->fn = fn;
     ci->user = user;
     ci->program = program;
+    ci->orch = orch;
     ci->digest = digest_of(name, kind);
     st_engine_lock(w);
     int rc = STRATA_OK;
@@ -239,14 +240,20 @@ static int register_callable(strata_worker *w, const char *name, st_callable_kin
 
 int strata_worker_register_sub(strata_worker *w, const char *name, strata_sub_fn fn, void *user,
                                strata_callable *out) {
-    return register_callable(w, name, ST_CALLABLE_SUB, fn, user, NULL, out,
+    return register_callable(w, name, ST_CALLABLE_SUB, fn, NULL, user, NULL, out,
                              "strata_worker_register_sub");
 }
 
 int st_register_next_level(strata_worker *w, const char *name, strata_sub_fn fn, void *user,
                            void *program, strata_callable *out) {
-    return register_callable(w, name, ST_CALLABLE_NEXT, fn, user, program, out,
+    return register_callable(w, name, ST_CALLABLE_NEXT, fn, NULL, user, program, out,
                              "register next-level callable");
+}
+
+int strata_worker_register_orch(strata_worker *w, const char *name, strata_orch_fn fn, void *user,
+                                strata_callable *out) {
+    return register_callable(w, name, ST_CALLABLE_ORCH, NULL, fn, user, NULL, out,
+                             "strata_worker_register_orch");
 }
 
 void st_task_label(strata_worker *w, st_slot *s, char *buf, size_t n) {
@@ -412,6 +419,15 @@ void strata_worker_destroy(strata_worker *w) {
 /* ---- a run begins ------------------------------------------------------- */
 
 int strata_worker_submit(strata_worker *w, strata_orch_fn fn, void *arg, strata_run **out) {
+    return st_worker_submit_task(w, fn, arg, NULL, out);
+}
+
+const strata_task_view *strata_orch_task_args(const strata_orch *o) {
+    return o && o->run ? o->task_args : NULL;
+}
+
+int st_worker_submit_task(strata_worker *w, strata_orch_fn fn, void *arg,
+                          const strata_task_view *task_args, strata_run **out) {
     if (!w || !fn || !out)
         return st_fail(STRATA_EINVAL, "strata_worker_submit: worker, fn and out must not be NULL");
     *out = NULL;
@@ -433,6 +449,7 @@ int strata_worker_submit(strata_worker *w, strata_orch_fn fn, void *arg, strata_
     o->depth = 1; /* the run's outer scope */
     o->frame_start[0] = 0;
     o->nscope_refs = 0;
+    o->task_args = task_args;
     st_engine_unlock(w);
 
     tls_orchestrating = w;
@@ -449,6 +466,7 @@ int strata_worker_submit(strata_worker *w, strata_orch_fn fn, void *arg, strata_
     else
         st_run_close_submission(w, r);
     o->run = NULL;
+    o->task_args = NULL;
     st_sched_pass(w);
     st_engine_unlock(w);
     *out = r;
