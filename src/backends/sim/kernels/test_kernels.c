@@ -3,10 +3,12 @@
  *
  * Owns: a few host-executed kernels with checkable results (vector add, a
  * GEMM tile, a two-stage reduction), an empty kernel, a kernel that records
- * what each block saw, and one that fails a chosen block.
+ * what each block saw, one that fails a chosen block, and one that crashes
+ * its process (SIGSEGV) when asked: the tests of process-hosted chips.
  * Must never: keep state between calls or touch memory outside the argument
  * words it was given; each kernel works on its own block's share only.
  */
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -114,4 +116,15 @@ EXPORT int fail_block(const strata_kernel_ctx *k) {
         return 0;
     snprintf(k->msg, k->msg_cap, "block %u was asked to fail", k->block_idx);
     return (int)(int64_t)k->args[1];
+}
+
+/* Raises SIGSEGV in block 0 when args[0] is non-zero (the process hosting
+ * the chip dies, as with a real wild access); otherwise does nothing.
+ * args: crash. */
+EXPORT int crash_if(const strata_kernel_ctx *k) {
+    if (k->nargs < 1)
+        return snprintf(k->msg, k->msg_cap, "crash_if needs crash"), -22;
+    if (k->args[0] != 0 && k->block_idx == 0)
+        raise(SIGSEGV);
+    return 0;
 }
