@@ -47,16 +47,16 @@ int st_worker_child_run(strata_worker *inner, const char *label, const st_callab
                         const strata_task_args *args, char *msg, size_t cap) {
     if (ci->kind != ST_CALLABLE_ORCH || !ci->orch) {
         st_msg_format(msg, cap,
-                      "%s: '%s' is not an orchestration callable (register it with "
+                      "'%s' is not an orchestration callable (register it with "
                       "strata_worker_register_orch)",
-                      label, ci->name);
+                      ci->name);
         return STRATA_ETASK;
     }
     strata_task_view view = strata_args_view(args);
     strata_run *run = NULL;
     int rc = st_worker_submit_task(inner, ci->orch, ci->user, &view, &run);
     if (rc != STRATA_OK) { /* the inner worker refused a run: closed, or out of memory */
-        st_msg_format(msg, cap, "%s: %s", label, strata_error_message());
+        st_msg_format(msg, cap, "%s refused the run: %s", label, strata_error_message());
         return rc == STRATA_ENOMEM ? STRATA_ENOMEM : STRATA_EENDPOINT;
     }
     rc = strata_run_wait(run, STRATA_WAIT_FOREVER);
