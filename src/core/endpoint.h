@@ -42,10 +42,16 @@ typedef struct st_callable_info {
     void *user;       /* passed to fn */
     void *program;    /* NEXT callables backed by a chip program (owned by the chip layer) */
     uint64_t digest;  /* stable digest of the description (name + kind) */
-
-    /* ORCH callables: builds the run a child Worker runs per task (user is its arg). */
-    strata_orch_fn orch;
 } st_callable_info;
+
+/* The function of an ORCH callable: kept in `program` (as a chip program's is). */
+static inline strata_orch_fn st_callable_orch(const st_callable_info *ci) {
+    strata_orch_fn fn = NULL;
+    _Static_assert(sizeof fn == sizeof ci->program, "a function fits a pointer");
+    if (ci->kind == ST_CALLABLE_ORCH)
+        __builtin_memcpy(&fn, &ci->program, sizeof fn);
+    return fn;
+}
 
 /* One unit of work handed to an endpoint: a whole task or one group member. */
 typedef struct st_dispatch {

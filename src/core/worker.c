@@ -197,15 +197,15 @@ static uint64_t digest_of(const char *name, st_callable_kind kind) {
 }
 
 static int register_callable(strata_worker *w, const char *name, st_callable_kind kind,
-                             strata_sub_fn fn, strata_orch_fn orch, void *user, void *program,
-                             strata_callable *out, const char *what) {
+                             strata_sub_fn fn, void *user, void *program, strata_callable *out,
+                             const char *what) {
     if (!w || !name || !out)
         return st_fail(STRATA_EINVAL, "%s: worker, name and out must not be NULL", what);
     size_t len = strlen(name);
     if (len == 0 || len >= sizeof((st_callable_info *)0)->name)
         return st_fail(STRATA_EINVAL, "%s: name must be 1..%zu characters", what,
                        sizeof((st_callable_info *)0)->name - 1);
-    if ((kind == ST_CALLABLE_SUB && !fn) || (kind == ST_CALLABLE_ORCH && !orch))
+    if ((kind == ST_CALLABLE_SUB && !fn) || (kind == ST_CALLABLE_ORCH && !program))
         return st_fail(STRATA_EINVAL, "%s: '%s': function is NULL", what, name);
     st_callable_info *ci = st_calloc(1, sizeof *ci);
     if (!ci) {
@@ -217,7 +217,6 @@ static int register_callable(strata_worker *w, const char *name, st_callable_kin
     ci->fn = fn;
     ci->user = user;
     ci->program = program;
-    ci->orch = orch;
     ci->digest = digest_of(name, kind);
     st_engine_lock(w);
     int rc = STRATA_OK;
@@ -240,19 +239,21 @@ static int register_callable(strata_worker *w, const char *name, st_callable_kin
 
 int strata_worker_register_sub(strata_worker *w, const char *name, strata_sub_fn fn, void *user,
                                strata_callable *out) {
-    return register_callable(w, name, ST_CALLABLE_SUB, fn, NULL, user, NULL, out,
+    return register_callable(w, name, ST_CALLABLE_SUB, fn, user, NULL, out,
                              "strata_worker_register_sub");
 }
 
 int st_register_next_level(strata_worker *w, const char *name, strata_sub_fn fn, void *user,
                            void *program, strata_callable *out) {
-    return register_callable(w, name, ST_CALLABLE_NEXT, fn, NULL, user, program, out,
+    return register_callable(w, name, ST_CALLABLE_NEXT, fn, user, program, out,
                              "register next-level callable");
 }
 
 int strata_worker_register_orch(strata_worker *w, const char *name, strata_orch_fn fn, void *user,
                                 strata_callable *out) {
-    return register_callable(w, name, ST_CALLABLE_ORCH, NULL, fn, user, NULL, out,
+    void *program = NULL; /* the function, kept as a chip program's is (st_callable_orch) */
+    memcpy(&program, &fn, sizeof program);
+    return register_callable(w, name, ST_CALLABLE_ORCH, NULL, user, program, out,
                              "strata_worker_register_orch");
 }
 

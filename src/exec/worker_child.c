@@ -45,7 +45,8 @@ void strata_child_config_init(strata_child_config *cfg) {
 
 int st_worker_child_run(strata_worker *inner, const char *label, const st_callable_info *ci,
                         const strata_task_args *args, char *msg, size_t cap) {
-    if (ci->kind != ST_CALLABLE_ORCH || !ci->orch) {
+    strata_orch_fn orch = st_callable_orch(ci);
+    if (!orch) {
         st_msg_format(msg, cap,
                       "'%s' is not an orchestration callable (register it with "
                       "strata_worker_register_orch)",
@@ -54,7 +55,7 @@ int st_worker_child_run(strata_worker *inner, const char *label, const st_callab
     }
     strata_task_view view = strata_args_view(args);
     strata_run *run = NULL;
-    int rc = st_worker_submit_task(inner, ci->orch, ci->user, &view, &run);
+    int rc = st_worker_submit_task(inner, orch, ci->user, &view, &run);
     if (rc != STRATA_OK) { /* the inner worker refused a run: closed, or out of memory */
         st_msg_format(msg, cap, "%s refused the run: %s", label, strata_error_message());
         return rc == STRATA_ENOMEM ? STRATA_ENOMEM : STRATA_EENDPOINT;
