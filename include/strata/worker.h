@@ -30,7 +30,14 @@ typedef int32_t strata_callable;            /* a registered function (>= 0) */
 #define STRATA_MAX_SUB_WORKERS 256 /* sub workers of one worker */
 #define STRATA_MAX_NEXT_LEVEL 256  /* next-level workers (chips, ...) of one worker */
 
-/* How a child worker is hosted. Only THREAD is available in this version. */
+/* How a child worker is hosted. THREAD: a thread of this process. PROCESS: a
+ * forked process of the same program, reached through a shared-memory
+ * mailbox; a crash in it (a signal, exit()) fails only its tasks. The same
+ * program gives the same results either way. A sub function runs in the
+ * child: its `user` pointer must point to memory that existed before
+ * strata_worker_init (the child sees it as it was then) or to shared memory
+ * (a strata_buffer); tensors of strata_buffer_create memory are seen at the
+ * same address without copies. */
 typedef enum strata_host_mode { STRATA_HOST_THREAD = 0, STRATA_HOST_PROCESS = 1 } strata_host_mode;
 
 typedef struct strata_worker_config {
@@ -45,6 +52,11 @@ typedef struct strata_worker_config {
     int help_while_waiting;       /* 1: a thread in an unbounded strata_run_wait / strata_worker_run
                                      runs sub tasks no sub worker has started yet (default 1);
                                      0: sub task bodies only ever run on sub worker threads */
+    uint64_t startup_timeout_ns;  /* bound on starting process children at strata_worker_init
+                                     (default 30 s): one that fails, exits or hangs fails init */
+    uint64_t shared_arena_bytes;  /* virtual size of the shared arena strata_buffer_create
+                                     takes buffers from once a worker with process children is
+                                     initialised (default 1 GiB; reserved, not committed) */
 } strata_worker_config;
 
 STRATA_API void strata_worker_config_init(strata_worker_config *cfg);

@@ -1,13 +1,17 @@
 /* core/buffer.c - buffers with identity, tensor views and task arguments.
  *
  * Owns: strata_buffer (memory + identity) and the validation of views and
- * argument lists (include/strata/tensor.h).
+ * argument lists (include/strata/tensor.h). Memory of strata_buffer_create
+ * comes from the worker's shared arena (core/arena.h) once a worker with
+ * process children was initialised, else from its own shared mapping; either
+ * way every child of the worker sees it at the same address.
  * Must never: depend on runs or the scheduler; these are plain values.
  */
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 
+#include "core/arena.h"
 #include "core/buffer.h"
 #include "core/engine.h"
 #include "util/alloc.h"
@@ -18,7 +22,8 @@ struct strata_buffer {
     strata_worker *w;
     void *data;
     size_t nbytes;
-    size_t mapped; /* bytes mapped by strata (0 for wrapped memory) */
+    size_t mapped;   /* bytes mapped by strata (0 for wrapped memory) */
+    st_arena *arena; /* data is nbytes of this shared arena (a reference held), or NULL */
     strata_buffer_id ident;
     uint8_t mem; /* strata_mem_kind */
 };
@@ -51,7 +56,20 @@ int strata_buffer_create(strata_worker *w, size_t nbytes, strata_buffer **out) {
     *out = NULL;
     if (nbytes == 0)
         return st_fail(STRATA_EINVAL, "strata_buffer_create: nbytes is 0");
-    /* Shared mapping: children of the worker see it at the same address. */
+    st_arena *a = w->arena; /* set at init, before any child or engine thread existed */
+    if (a) {                /* reserved before the children were forked: they see it */
+        void *p = st_arena_alloc(a, nbytes);
+        if (!p)
+            return st_fail_prefix(STRATA_ENOMEM, "strata_buffer_create");
+        if (new_buffer(w, p, nbytes, 0, out) != STRATA_OK) {
+            st_arena_free(a, p, nbytes);
+            return st_fail_nomem("strata_buffer_create: the buffer record", sizeof(strata_buffer));
+        }
+        st_arena_get(a);
+        (*out)->arena = a;
+        return STRATA_OK;
+    }
+    /* Shared mapping: children forked later see it at the same address. */
     void *p = st_map_anon(nbytes, MAP_SHARED);
     if (!p)
         return st_fail_nomem("strata_buffer_create: the buffer's memory", nbytes);
@@ -74,8 +92,12 @@ int strata_buffer_wrap(strata_worker *w, void *data, size_t nbytes, strata_buffe
 }
 
 static void free_buffer(strata_buffer *b) {
-    if (b->mapped)
+    if (b->arena) {
+        st_arena_free(b->arena, b->data, b->nbytes);
+        st_arena_put(b->arena);
+    } else if (b->mapped) {
         st_unmap(b->data, b->mapped);
+    }
     st_free(b);
 }
 

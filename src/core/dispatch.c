@@ -38,6 +38,26 @@ st_endpoint *st_thread_sub_endpoint(void) {
     return tls_hosted_sub;
 }
 
+void st_endpoint_gone(st_endpoint *ep) {
+    int was = atomic_exchange(&ep->gone, 1);
+    if (!was && ep->is_sub)
+        atomic_fetch_add(&ep->engine->gone_subs, 1);
+}
+
+/* A sub worker died (its process): take gone ones off the idle stack while a
+ * living sub worker remains, so no task is handed to a dead one; with none
+ * left alive they stay, and reject their tasks at once with the reason. Only
+ * after a death: gone_subs is 0 otherwise. */
+static void drop_gone_idle_subs(strata_worker *w) {
+    if (atomic_load(&w->gone_subs) >= w->nsubs)
+        return;
+    int k = 0;
+    for (int i = 0; i < w->nidle_subs; i++)
+        if (!atomic_load_explicit(&w->subs[w->idle_subs[i]].ep->gone, memory_order_relaxed))
+            w->idle_subs[k++] = w->idle_subs[i];
+    w->nidle_subs = k;
+}
+
 static void dispatch_member(strata_worker *w, st_slot *s, uint16_t m, st_endpoint *ep,
                             uint32_t dispatch_id, int caller_cpu) {
     s->member_state[m] = ST_MEMBER_RUNNING;
@@ -151,6 +171,8 @@ static void dispatch_subs(strata_worker *w, st_run *r) {
     st_slot *s;
     int here = -1;                                /* this thread's CPU, looked up once if needed */
     st_endpoint *self = st_thread_sub_endpoint(); /* NULL: a caller that will wait */
+    if (atomic_load_explicit(&w->gone_subs, memory_order_relaxed) != 0)
+        drop_gone_idle_subs(w);
     while (w->nidle_subs > 0 && (s = front_ready(w, &r->sub_q)) != NULL) {
         if (s->nmembers > w->nidle_subs)
             return; /* a sub group waits for enough idle workers, in FIFO order */

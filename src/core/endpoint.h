@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "strata/worker.h"
+#include "util/digest.h"
 #include "util/error.h"
 #include "util/lease.h"
 
@@ -38,10 +39,13 @@ typedef struct st_callable_info {
     strata_callable id; /* its id in the worker's registry */
     char name[64];
     st_callable_kind kind;
-    strata_sub_fn fn; /* SUB callables (and test next-level callables) */
-    void *user;       /* passed to fn */
+    strata_sub_fn fn; /* SUB callables (and test next-level callables); valid in process
+                         children too: they are forks of the same binary */
+    void *user;       /* passed to fn; a process child sees the memory as it was at its fork
+                         (or shared memory, e.g. a strata_buffer), never later private writes */
     void *program;    /* NEXT callables backed by a chip program (owned by the chip layer) */
-    uint64_t digest;  /* stable digest of the description (name + kind) */
+    st_digest digest; /* st_digest_callable(kind, name), computed at registration: how a
+                         process child finds its own entry */
 } st_callable_info;
 
 /* The function of an ORCH callable: kept in `program` (as a chip program's is). */
@@ -106,6 +110,12 @@ typedef struct st_endpoint_ops {
      * May be NULL (the endpoint never lends: chips, processes). Any thread,
      * no lock held. */
     int (*lend)(st_endpoint *ep, uint64_t max_run_id);
+    /* A callable was registered on the running worker (strata_worker_register_sub,
+     * st_register_next_level after init): an endpoint whose child keeps its own
+     * table (a process child) makes it known there. Blocks until the child
+     * answered; returns its status with a message naming the child. Called with
+     * no lock held, from the registering thread. May be NULL. */
+    int (*registered)(st_endpoint *ep, const st_callable_info *callable);
 } st_endpoint_ops;
 
 /* Endpoint header: concrete endpoints embed this as their first member. */
@@ -116,6 +126,8 @@ struct st_endpoint {
     int worker_id;        /* next-level worker id, or sub worker index */
     int capacity;         /* tasks it may hold at once (0 means 1); next-level only */
     _Atomic int last_cpu; /* sub workers: the CPU they last waited on (-1 unknown) */
+    _Atomic int gone;     /* 1 once the child is known dead (st_endpoint_gone): the engine
+                             hands a gone sub worker no more tasks while another one lives */
     char label[64];       /* e.g. "sub 1", "chip sim:0"; used in error messages */
 };
 
@@ -130,6 +142,18 @@ void st_endpoint_complete(st_endpoint *ep, st_completion *c);
 /* Convenience: fill `c` for dispatch d with status/message and complete it. */
 void st_endpoint_complete_with(st_endpoint *ep, st_completion *c, const st_dispatch *d, int status,
                                const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+
+/* The child behind ep is gone for good (a process that died): set ep->gone.
+ * A gone sub worker is taken off the idle stack and never handed a task again
+ * while any other sub worker is alive (if none is, tasks still go to it and it
+ * rejects them at once with its reason). Any thread, no lock held. */
+void st_endpoint_gone(st_endpoint *ep);
+
+/* The callables registered on e so far: count and the entry of id (NULL past
+ * the count). Entries are never removed, so these read without the engine
+ * lock; a process endpoint copies them into its child's table at fork. */
+uint32_t st_engine_callable_count(st_engine *e);
+const st_callable_info *st_engine_callable(st_engine *e, uint32_t id);
 
 /* The calling thread hosts sub worker ep from now on (its endpoint thread says
  * so once, before it waits for work). A scheduler pass on such a thread hands
@@ -148,8 +172,9 @@ void st_endpoint_before_claim(st_endpoint *ep);
  * then (hooks are set before strata_worker_init): read once at creation, so
  * the per-task path needs no call into the engine. */
 typedef struct st_sub_port {
-    uint32_t spin_ns;      /* spin this long waiting for work before parking */
-    int before_claim_hook; /* a test seam is set: call st_endpoint_before_claim per claim */
+    uint32_t spin_ns;            /* spin this long waiting for work before parking */
+    int before_claim_hook;       /* a test seam is set: call st_endpoint_before_claim per claim */
+    uint64_t startup_timeout_ns; /* bound on a process child's start (config) */
 } st_sub_port;
 
 /* Create sub worker `index` of engine e (set ops, engine, is_sub = 1,
@@ -157,11 +182,31 @@ typedef struct st_sub_port {
 typedef int (*st_sub_endpoint_create_fn)(st_engine *e, int index, const st_sub_port *port,
                                          st_endpoint **out);
 
-/* strata_worker_init's body, with the sub worker endpoint left open: starts
- * w's sub workers through create_sub, then its scheduler thread. On failure
- * everything started is stopped again and w stays CREATED. exec/worker_init.c
- * is the only caller. */
-int st_worker_start(strata_worker *w, st_sub_endpoint_create_fn create_sub);
+/* After the sub workers were created and before any engine thread starts:
+ * start every other child (forked next-level children) and wait until all of
+ * them, the sub workers included, are ready. On failure every child started
+ * by it is stopped and reaped again (the sub workers are destroyed by the
+ * caller). */
+typedef int (*st_children_start_fn)(st_engine *e, st_endpoint *const *subs, int nsubs,
+                                    const st_sub_port *port);
+
+/* How strata_worker_init brings up a worker's children (exec/worker_init.c). */
+typedef struct st_start_plan {
+    st_sub_endpoint_create_fn create_sub; /* one sub worker endpoint */
+    st_children_start_fn start_children;  /* may be NULL: nothing else to start */
+    int shared_arena;                     /* 1: the worker has process children: reserve the
+                                             shared arena (strata_buffer_create) first */
+} st_start_plan;
+
+/* strata_worker_init's body, with the endpoints left open: reserves the shared
+ * arena if asked, starts w's sub workers through plan->create_sub, the other
+ * children through plan->start_children, then its scheduler thread. On
+ * failure everything started is stopped again and w stays CREATED.
+ * exec/worker_init.c is the only caller. */
+int st_worker_start(strata_worker *w, const st_start_plan *plan);
+
+/* How w's sub workers are hosted (its config's sub_mode). */
+strata_host_mode st_worker_sub_mode(const strata_worker *w);
 
 /* Internal registration of a next-level endpoint on a worker before init
  * (chips and the test endpoint use this). The worker takes ownership. */

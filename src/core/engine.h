@@ -28,6 +28,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "core/arena.h"
 #include "core/endpoint.h"
 #include "core/heap_ring.h"
 #include "core/run.h"
@@ -103,7 +104,8 @@ struct strata_worker {
 
     st_sub_state *subs;
     int nsubs;
-    int *idle_subs; /* stack of idle sub indices */
+    _Atomic int gone_subs; /* sub workers whose child died (st_endpoint_gone) */
+    int *idle_subs;        /* stack of idle sub indices */
     int nidle_subs;
     st_next_state *next;
     int nnext;
@@ -125,7 +127,10 @@ struct strata_worker {
     st_event space_ev; /* bumped when slots or heap space are freed for a waiter */
     int slot_waiters;  /* the orchestrator waits for a free task slot */
     int heap_waiters;  /* the orchestrator waits for heap-ring space */
-    st_event admit_ev; /* bumped when a run retires or stops building */
+    st_event admit_ev; /* bumped when a run retires or stops building, or a registration
+                          finished telling the children (close waits for those) */
+    int broadcasting;  /* registrations telling the children now (under the lock) */
+    st_arena *arena;   /* strata_buffer_create's memory once process children exist */
 
     pthread_t sched_thread;
     int sched_started;

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/arena.h"
 #include "core/endpoint.h"
 #include "core/engine.h"
 #include "core/heap_ring.h"
@@ -76,17 +77,24 @@ void strata_worker_config_init(strata_worker_config *cfg) {
     cfg->capacity_timeout_ns = 10ull * 1000000000ull;
     cfg->spin_ns = 20000;
     cfg->help_while_waiting = 1;
+    cfg->startup_timeout_ns = 30ull * 1000000000ull;
+    cfg->shared_arena_bytes = 1ull << 30;
 }
 
 static int check_config(const strata_worker_config *c) {
     if (c->sub_workers > STRATA_MAX_SUB_WORKERS)
         return st_fail(STRATA_EINVAL, "strata_worker_create: sub_workers = %u (at most %d)",
                        c->sub_workers, STRATA_MAX_SUB_WORKERS);
-    if (c->sub_mode != STRATA_HOST_THREAD)
+    if (c->sub_mode != STRATA_HOST_THREAD && c->sub_mode != STRATA_HOST_PROCESS)
         return st_fail(STRATA_EINVAL,
-                       "strata_worker_create: sub_mode %d is not available in this version "
-                       "(use STRATA_HOST_THREAD)",
+                       "strata_worker_create: sub_mode %d (STRATA_HOST_THREAD or "
+                       "STRATA_HOST_PROCESS)",
                        (int)c->sub_mode);
+    if (c->startup_timeout_ns == 0)
+        return st_fail(STRATA_EINVAL, "strata_worker_create: startup_timeout_ns must be > 0");
+    if (c->shared_arena_bytes == 0 || c->shared_arena_bytes > (1ull << 46))
+        return st_fail(STRATA_EINVAL, "strata_worker_create: shared_arena_bytes = %llu (1 .. 2^46)",
+                       (unsigned long long)c->shared_arena_bytes);
     if (c->task_window < 2 || c->task_window > (1u << 24) ||
         (c->task_window & (c->task_window - 1)))
         return st_fail(STRATA_EINVAL,
@@ -188,12 +196,51 @@ int strata_worker_next_level_count(const strata_worker *w) {
     return n;
 }
 
-static uint64_t digest_of(const char *name, st_callable_kind kind) {
-    uint64_t h = 1469598103934665603ull; /* FNV-1a over kind and name */
-    h = (h ^ (uint64_t)kind) * 1099511628211ull;
-    for (const char *p = name; *p; p++)
-        h = (h ^ (uint8_t)*p) * 1099511628211ull;
-    return h;
+strata_host_mode st_worker_sub_mode(const strata_worker *w) {
+    return w->cfg.sub_mode;
+}
+
+uint32_t st_engine_callable_count(st_engine *e) {
+    return st_registry_count(&e->callables);
+}
+
+const st_callable_info *st_engine_callable(st_engine *e, uint32_t id) {
+    return id < st_registry_count(&e->callables) ? st_registry_get(&e->callables, (int32_t)id)
+                                                 : NULL;
+}
+
+/* Tell every child that keeps its own table (process children) about ci,
+ * registered on the running worker. The first failure is returned, naming
+ * the child; the callable stays registered (a child that refused it fails the
+ * tasks it is given for it, naming the unknown digest). */
+static int broadcast_registration(strata_worker *w, const st_callable_info *ci, const char *what) {
+    st_endpoint *eps[STRATA_MAX_SUB_WORKERS + STRATA_MAX_NEXT_LEVEL];
+    int n = 0;
+    st_engine_lock(w);
+    if (w->state == ST_WORKER_RUNNING) {
+        for (int i = 0; i < w->nsubs; i++)
+            if (w->subs[i].ep->ops->registered)
+                eps[n++] = w->subs[i].ep;
+        for (int i = 0; i < w->nnext; i++)
+            if (w->next[i].ep->ops->registered)
+                eps[n++] = w->next[i].ep;
+    }
+    if (n)
+        w->broadcasting++; /* close waits: the endpoints stay until this is done */
+    st_engine_unlock(w);
+    if (!n)
+        return STRATA_OK;
+    st_error first;
+    st_error_init(&first);
+    for (int i = 0; i < n; i++)
+        if (eps[i]->ops->registered(eps[i], ci) != STRATA_OK)
+            st_error_set(&first, STRATA_EENDPOINT, "%s: '%s': %s", what, ci->name,
+                         strata_error_message());
+    st_engine_lock(w);
+    w->broadcasting--;
+    st_event_bump(&w->admit_ev);
+    st_engine_unlock(w);
+    return st_error_raise(&first);
 }
 
 static int register_callable(strata_worker *w, const char *name, st_callable_kind kind,
@@ -217,7 +264,7 @@ static int register_callable(strata_worker *w, const char *name, st_callable_kin
     ci->fn = fn;
     ci->user = user;
     ci->program = program;
-    ci->digest = digest_of(name, kind);
+    ci->digest = st_digest_callable((int)kind, name);
     st_engine_lock(w);
     int rc = STRATA_OK;
     if (w->state == ST_WORKER_CLOSED)
@@ -232,9 +279,11 @@ static int register_callable(strata_worker *w, const char *name, st_callable_kin
         *out = id;
     }
     st_engine_unlock(w);
-    if (rc != STRATA_OK)
+    if (rc != STRATA_OK) {
         st_free(ci);
-    return rc;
+        return rc;
+    }
+    return broadcast_registration(w, ci, what);
 }
 
 int strata_worker_register_sub(strata_worker *w, const char *name, strata_sub_fn fn, void *user,
@@ -295,8 +344,9 @@ static int alloc_init_tables(strata_worker *w) {
 }
 
 /* strata_worker_init (exec/worker_init.c) names the sub worker endpoint: the
- * engine knows none itself. */
-int st_worker_start(strata_worker *w, st_sub_endpoint_create_fn create_sub) {
+ * engine knows none itself. Every child is started (process children forked)
+ * before the scheduler thread, the first engine thread. */
+int st_worker_start(strata_worker *w, const st_start_plan *plan) {
     if (!w)
         return st_fail(STRATA_EINVAL, "strata_worker_init: worker is NULL");
     if (w->state != ST_WORKER_CREATED)
@@ -305,18 +355,34 @@ int st_worker_start(strata_worker *w, st_sub_endpoint_create_fn create_sub) {
     int rc = alloc_init_tables(w);
     if (rc != STRATA_OK)
         return init_failed(w, rc);
+    if (plan->shared_arena && !w->arena) { /* before the first fork: every child maps it */
+        rc = st_arena_create(w->cfg.shared_arena_bytes, &w->arena);
+        if (rc != STRATA_OK)
+            return init_failed(w, st_fail_prefix(rc, "strata_worker_init"));
+    }
     int n = (int)w->cfg.sub_workers;
     const st_sub_port port = {
         .spin_ns = w->cfg.spin_ns,
         .before_claim_hook = w->hooks[ST_HOOK_SUB_BEFORE_CLAIM] != NULL,
+        .startup_timeout_ns = w->cfg.startup_timeout_ns,
     };
     for (int i = 0; i < n; i++) {
         st_endpoint *ep;
-        rc = create_sub(w, i, &port, &ep);
+        rc = plan->create_sub(w, i, &port, &ep);
         if (rc != STRATA_OK)
             return init_failed(w, rc);
+        atomic_init(&ep->gone, 0);
         w->subs[i].ep = ep;
         w->nsubs++;
+    }
+    atomic_store(&w->gone_subs, 0);
+    if (plan->start_children) {
+        st_endpoint *subs[STRATA_MAX_SUB_WORKERS];
+        for (int i = 0; i < n; i++)
+            subs[i] = w->subs[i].ep;
+        rc = plan->start_children(w, subs, n, &port);
+        if (rc != STRATA_OK)
+            return init_failed(w, rc);
     }
     /* Idle stack with sub 0 on top. */
     for (int i = 0; i < n; i++)
@@ -363,7 +429,7 @@ int strata_worker_close(strata_worker *w) {
     }
     int was_running = w->state == ST_WORKER_RUNNING;
     worker_move(w, WORKER_T_CLOSE); /* new submits fail from here on */
-    while (w->live_runs > 0 || w->building) {
+    while (w->live_runs > 0 || w->building || w->broadcasting) {
         uint32_t seen = atomic_load(&w->admit_ev.value);
         st_engine_wait(w, &w->admit_ev, seen, UINT64_MAX);
     }
@@ -412,6 +478,7 @@ void strata_worker_destroy(strata_worker *w) {
     st_free(w->next);
     st_free(w->orch.scope_refs);
     st_heap_destroy(&w->heap);
+    st_arena_put(w->arena); /* buffers still alive keep it mapped */
     st_tmap_destroy(&w->tmap);
     st_slots_destroy(&w->slots);
     st_free(w);

@@ -92,16 +92,24 @@ void st_proc_task_staged(st_mbox *m, uint32_t frame, st_mbox_disposition disp);
 void st_proc_task_accepted(st_mbox *m, uint32_t frame);
 /* Wake the child's own serve loop from another thread of the child. */
 void st_proc_child_wake(st_mbox *m);
+/* In kind->task: 1 if frame `frame` was handed over staged (PREPARE_READY:
+ * stage it with st_proc_task_staged and wait for kind->activate), 0 if its
+ * run is the head (run it). The loop decides once per dispatch, so a kind
+ * never races the parent's activation by reading the state word itself. */
+int st_proc_task_is_staged(st_mbox *m, uint32_t frame);
+/* The child's serve loop (process_child.c): the entry of every process child
+ * (the endpoint's st_child_entry). Returns the child's exit status. */
+int st_proc_child_main(st_proc_ep *p);
 
 /* ---- Parent side ---- */
 
 typedef struct st_proc_ep_config {
     const st_proc_kind *kind;
-    void *kind_arg;        /* handed to kind->init in the child (inherited by fork) */
-    int is_sub;            /* 1: a sub worker endpoint; 0: next-level */
-    int worker_id;         /* sub index or next-level worker id (-1: assigned later) */
-    char label[64];        /* "sub 1", "chip sim:0", "L3 child 1" */
-    uint32_t spin_ns;      /* spin before parking (both sides) */
+    void *kind_arg;              /* handed to kind->init in the child (inherited by fork) */
+    int is_sub;                  /* 1: a sub worker endpoint; 0: next-level */
+    int worker_id;               /* sub index or next-level worker id (-1: assigned later) */
+    char label[64];              /* "sub 1", "chip sim:0", "L3 child 1" */
+    uint32_t spin_ns;            /* spin before parking (both sides) */
     uint64_t startup_timeout_ns; /* bound on init (st_proc_ep_wait_ready) */
 } st_proc_ep_config;
 
@@ -124,9 +132,18 @@ void st_proc_ep_abandon(st_proc_ep *p);
  * Returns the child's status with its message (prefixed with the label and
  * the command), or STRATA_EENDPOINT if the child died meanwhile. */
 int st_proc_ep_control(st_proc_ep *p, st_mbox_command cmd, uint64_t arg0, uint64_t arg1,
-                       const void *in, size_t in_bytes, void *out, size_t out_cap,
-                       uint64_t *result, uint64_t deadline_ns);
+                       const void *in, size_t in_bytes, void *out, size_t out_cap, uint64_t *result,
+                       uint64_t deadline_ns);
 /* The child (pid, liveness) of p. */
 st_child *st_proc_ep_child(st_proc_ep *p);
+/* The mailbox of p (the child's view is the same region). */
+st_mbox *st_proc_ep_mbox(st_proc_ep *p);
+/* The configuration p was created with (the child reads it after the fork). */
+const st_proc_ep_config *st_proc_ep_config_of(const st_proc_ep *p);
+
+/* Test seam: called by dispatch with the task frame filled, just before its
+ * state is published (a test corrupts the frame there). NULL clears it. */
+typedef void (*st_proc_frame_hook)(st_proc_ep *p, st_mbox_frame *f, void *ctx);
+void st_proc_ep_set_frame_hook(st_proc_ep *p, st_proc_frame_hook fn, void *ctx);
 
 #endif

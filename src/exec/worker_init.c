@@ -1,16 +1,73 @@
 /* exec/worker_init.c - strata_worker_init: a worker starts with the endpoints
- * that host its sub workers.
+ * that host its sub workers, and its process children are forked and ready.
  *
- * Owns: the choice of endpoint for sub workers (threads of this process; the
- * process mailbox of DESIGN §6 is to be chosen here by sub_mode). It lives in
- * exec/ because it names a concrete endpoint, which the engine (core/) must
+ * Owns: the choice of endpoint for sub workers by sub_mode (threads of this
+ * process, or process children: exec/sub_child.c), and bringing up every
+ * process child before the engine's first thread: the sub children forked by
+ * their factory, then each pending process next-level child (chips, child
+ * Workers added before init), then a bounded wait for all of them. It lives
+ * in exec/ because it names concrete endpoints, which the engine (core/) must
  * not know.
- * Must never: start or stop anything itself: core's st_worker_start creates
- * the sub workers through the factory it is given, in its own order.
+ * Must never: start an engine thread (core's st_worker_start does, after
+ * this), or leave a child it started running when init fails.
  */
 #include "core/endpoint.h"
+#include "exec/process_endpoint.h"
+#include "exec/sub_child.h"
 #include "exec/thread_endpoint.h"
+#include "util/clock.h"
+#include "util/error.h"
+
+static int has_process_children(strata_worker *w) {
+    int n = strata_worker_next_level_count(w);
+    for (int i = 0; i < n; i++)
+        if (st_proc_ep_of(st_worker_next_endpoint(w, i)))
+            return 1;
+    return 0;
+}
+
+static void abandon_next_level(strata_worker *w) {
+    int n = strata_worker_next_level_count(w);
+    for (int i = 0; i < n; i++)
+        st_proc_ep_abandon(st_proc_ep_of(st_worker_next_endpoint(w, i)));
+}
+
+/* Fork the pending next-level children, then wait for every process child. */
+static int start_children(st_engine *e, st_endpoint *const *subs, int nsubs,
+                          const st_sub_port *port) {
+    uint64_t deadline = st_deadline_after(port->startup_timeout_ns);
+    int n = strata_worker_next_level_count(e);
+    int rc = STRATA_OK;
+    for (int i = 0; i < n && rc == STRATA_OK; i++) {
+        st_proc_ep *p = st_proc_ep_of(st_worker_next_endpoint(e, i));
+        if (p)
+            rc = st_proc_ep_spawn(p);
+    }
+    for (int i = 0; i < nsubs && rc == STRATA_OK; i++) {
+        st_proc_ep *p = st_proc_ep_of(subs[i]);
+        if (p)
+            rc = st_proc_ep_wait_ready(p, deadline);
+    }
+    for (int i = 0; i < n && rc == STRATA_OK; i++) {
+        st_proc_ep *p = st_proc_ep_of(st_worker_next_endpoint(e, i));
+        if (p)
+            rc = st_proc_ep_wait_ready(p, deadline);
+    }
+    if (rc != STRATA_OK) {
+        st_fail_prefix(rc, "strata_worker_init");
+        abandon_next_level(e); /* every one reaped; the sub children go with their endpoints */
+    }
+    return rc;
+}
 
 int strata_worker_init(strata_worker *w) {
-    return st_worker_start(w, st_thread_endpoint_create);
+    if (!w)
+        return st_fail(STRATA_EINVAL, "strata_worker_init: worker is NULL");
+    int process_subs = st_worker_sub_mode(w) == STRATA_HOST_PROCESS;
+    const st_start_plan plan = {
+        .create_sub = process_subs ? st_sub_child_create : st_thread_endpoint_create,
+        .start_children = start_children,
+        .shared_arena = process_subs || has_process_children(w),
+    };
+    return st_worker_start(w, &plan);
 }

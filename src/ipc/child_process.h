@@ -17,10 +17,11 @@
 #include "strata/status.h"
 
 typedef struct st_child {
-    pid_t pid;   /* 0 once reaped (or never started) */
-    int exited;  /* 1 once the probe or the reap saw it end */
-    int status;  /* the raw wait status once exited */
-    char why[128]; /* "exited with status 3", "killed by signal 9 (Killed)" once exited */
+    pid_t pid;     /* 0 once reaped (or never started) */
+    int exited;    /* 1 once the probe or the reap saw it end */
+    int status;    /* the raw wait status once exited */
+    int killed;    /* 1 once st_child_reap had to SIGKILL it */
+    char why[128]; /* "exited with status 3", "killed by signal 9 (SIGKILL)" once exited */
     char label[64];
 } st_child;
 

@@ -26,6 +26,14 @@ int st_shm_create(const char *what, size_t bytes, st_shm *out);
 /* Unmap (NULL base is a no-op; idempotent). */
 void st_shm_destroy(st_shm *r);
 
+/* Tests only: st_shm_create that calls before_unlink(fd, name, ctx) once the
+ * region is mapped, while the name still exists and the descriptor is open
+ * (test_shm_region.c checks the mode with fstat there). Nothing else is
+ * different; the observer must not close fd. */
+typedef void (*st_shm_observer)(int fd, const char *name, void *ctx);
+int st_shm_create_observed(const char *what, size_t bytes, st_shm *out,
+                           st_shm_observer before_unlink, void *ctx);
+
 /* The prefix of every name st_shm_create makes ("/strata-"): the tests
  * check /dev/shm holds none once they finish. */
 #define ST_SHM_NAME_PREFIX "strata-"

@@ -86,6 +86,16 @@ void *st_map_anon(size_t n, int flags) {
     return p;
 }
 
+void *st_map_fd(size_t n, int fd) {
+    if (should_fail())
+        return NULL;
+    void *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED)
+        return NULL;
+    atomic_fetch_add_explicit(&live_maps, 1, memory_order_relaxed);
+    return p;
+}
+
 void st_unmap(void *p, size_t n) {
     if (!p)
         return;

@@ -32,6 +32,10 @@ void st_free(void *p);
  * failure, never MAP_FAILED. */
 void *st_map_anon(size_t n, int flags);
 void st_unmap(void *p, size_t n);
+/* A MAP_SHARED read-write mapping of n bytes of the file fd (a shared-memory
+ * object: ipc/shm_region.c); counted and hooked like st_map_anon, released
+ * with st_unmap. NULL on failure (errno from mmap), never MAP_FAILED. */
+void *st_map_fd(size_t n, int fd);
 
 /* ---- the failure hook (tests) ---------------------------------------------
  * While armed, every allocation in scope is counted (1, 2, ...). Frees and
@@ -56,7 +60,7 @@ void st_alloc_hook_off(void);
 uint64_t st_alloc_counted(void);
 uint64_t st_alloc_failed(void);
 
-/* Mappings made by st_map_anon and not yet unmapped, hook or not: a leaked
+/* Mappings made by st_map_anon / st_map_fd and not yet unmapped, hook or not: a leaked
  * mapping is invisible to LeakSanitizer, so tests compare this instead. */
 int64_t st_alloc_live_maps(void);
 

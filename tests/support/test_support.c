@@ -6,6 +6,8 @@
  * Must never: assert from a task body (they run on sub worker threads:
  * they count and report instead), or leave a worker behind.
  */
+#include <sys/mman.h>
+
 #include "test_support.h"
 
 #include <stdio.h>
@@ -59,6 +61,17 @@ void ts_assert_probe(const ts_probes *ps, int i, int status, const char *needle,
 }
 
 /* ---- the standard task bodies ------------------------------------------------- */
+
+void *ts_shared_calloc(size_t n, size_t size) {
+    void *p = mmap(NULL, n * size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    assert_true(p != MAP_FAILED);
+    return p;
+}
+
+void ts_shared_free(void *p, size_t n, size_t size) {
+    if (p)
+        munmap(p, n * size);
+}
 
 int ts_noop_sub(const strata_task_view *a, void *user) {
     (void)a, (void)user;

@@ -23,6 +23,19 @@
 
 #define TS_SEC 1000000000ull
 
+/* How the system tests host their sub workers: a test built a second time
+ * with -DTS_SUB_MODE=STRATA_HOST_PROCESS (a *_process.c file that includes
+ * it) runs the same scenarios on process-hosted sub workers. */
+#ifndef TS_SUB_MODE
+#define TS_SUB_MODE STRATA_HOST_THREAD
+#endif
+
+/* Zeroed memory shared with process children forked after this call (a
+ * MAP_SHARED anonymous mapping): state a task body writes and the test reads,
+ * or the test writes and a body reads, in either sub_mode. Asserts it got it. */
+void *ts_shared_calloc(size_t n, size_t size);
+void ts_shared_free(void *p, size_t n, size_t size);
+
 /* Assert a strata call returned `expected`, printing strata_error_message() otherwise. */
 #define assert_status(expected, expr)                                                              \
     do {                                                                                           \

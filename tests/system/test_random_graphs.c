@@ -1038,6 +1038,7 @@ static void setup_worker(test_ctx *ctx, const worker_shape *ws) {
     strata_worker_config cfg;
     strata_worker_config_init(&cfg);
     cfg.sub_workers = ws->sub_workers;
+    cfg.sub_mode = TS_SUB_MODE;
     cfg.pipeline_depth = ws->depth;
     cfg.heap_ring_bytes = ws->heap_ring_bytes ? ws->heap_ring_bytes : 1u << 20;
     if (ws->task_window)
@@ -1105,10 +1106,10 @@ static void compare_with_model(test_ctx *ctx, int nbatch, const char *where) {
 /* Runs `nruns` random graphs in batches of 1-4 overlapping runs; after each
  * batch, every run is checked and the buffers are compared with the model. */
 static void run_random_graphs(const worker_shape *ws, int nruns, uint64_t seed) {
-    test_ctx *ctx = calloc(1, sizeof *ctx);
-    assert_non_null(ctx);
+    /* Shared, and mapped before the worker forks: bodies in process children write them. */
+    test_ctx *ctx = ts_shared_calloc(1, sizeof *ctx);
+    graph *graphs = ts_shared_calloc(BATCH_MAX, sizeof *graphs);
     setup_worker(ctx, ws);
-    graph *graphs = calloc(BATCH_MAX, sizeof *graphs);
     assert_non_null(graphs);
     orch_arg oas[BATCH_MAX]; /* live until the batch is over: an L4's child reads them late */
     uint64_t s = seed;
@@ -1176,8 +1177,8 @@ static void run_random_graphs(const worker_shape *ws, int nruns, uint64_t seed) 
         assert_true(atomic_load(&ctx->capacity_waits) > 0);
     }
     teardown_worker(ctx);
-    free(graphs);
-    free(ctx);
+    ts_shared_free(graphs, BATCH_MAX, sizeof *graphs);
+    ts_shared_free(ctx, 1, sizeof *ctx);
 }
 
 static int runs_per_shape(void) {

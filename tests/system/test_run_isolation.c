@@ -111,6 +111,7 @@ static void iso_setup(iso_ctx *ctx, uint32_t sub_workers) {
     strata_worker_config cfg;
     strata_worker_config_init(&cfg);
     cfg.sub_workers = sub_workers;
+    cfg.sub_mode = TS_SUB_MODE;
     cfg.pipeline_depth = 2;
     assert_ok(strata_worker_create(&cfg, &ctx->w));
     assert_ok(strata_worker_register_sub(ctx->w, "iso_body", iso_body, ctx, &ctx->body));
@@ -215,46 +216,47 @@ static int orch_third_c(strata_orch *o, void *arg) {
 
 static void test_failing_run_leaves_overlapping_run_untouched(void **state) {
     (void)state;
-    static iso_ctx ctx;
-    iso_setup(&ctx, 2);
+    iso_ctx *ctx = ts_shared_calloc(1, sizeof *ctx); /* bodies in children see it */
+    iso_setup(ctx, 2);
 
     strata_run *ha = NULL, *hb = NULL;
-    assert_ok(strata_worker_submit(ctx.w, orch_failing_a, &ctx, &ha));
-    assert_true(wait_flag(&ctx.started[A_GATE], 1)); /* run A is executing */
-    assert_ok(strata_worker_submit(ctx.w, orch_healthy_b, &ctx, &hb));
+    assert_ok(strata_worker_submit(ctx->w, orch_failing_a, ctx, &ha));
+    assert_true(wait_flag(&ctx->started[A_GATE], 1)); /* run A is executing */
+    assert_ok(strata_worker_submit(ctx->w, orch_healthy_b, ctx, &hb));
     /* The gate is closed, so A cannot have finished, and B (not the head run)
      * must not have started a single task. */
     assert_int_equal(strata_run_done(ha), 0);
     assert_int_equal(strata_run_done(hb), 0);
     for (int f = B0; f <= B3; f++)
-        assert_int_equal(atomic_load(&ctx.started[f]), 0);
+        assert_int_equal(atomic_load(&ctx->started[f]), 0);
     assert_true(strata_run_id(hb) > strata_run_id(ha));
 
-    atomic_store(&ctx.gate, 1);
+    atomic_store(&ctx->gate, 1);
     assert_status(STRATA_ETASK, strata_run_wait(ha, WAIT_NS));
     assert_int_equal(strata_run_status(ha), STRATA_ETASK);
     assert_contains(strata_run_error(ha), "planned failure of task #1");
-    assert_int_equal(atomic_load(&ctx.ran[A_GATE]), 1);
-    assert_int_equal(atomic_load(&ctx.ran[A_FAIL]), 2);
-    assert_int_equal(atomic_load(&ctx.started[A_POISONED]), 0);
-    assert_int_equal(atomic_load(&ctx.started[A_POISONED2]), 0);
-    assert_int_equal(atomic_load(&ctx.ran[A_INDEPENDENT]), 1);
+    assert_int_equal(atomic_load(&ctx->ran[A_GATE]), 1);
+    assert_int_equal(atomic_load(&ctx->ran[A_FAIL]), 2);
+    assert_int_equal(atomic_load(&ctx->started[A_POISONED]), 0);
+    assert_int_equal(atomic_load(&ctx->started[A_POISONED2]), 0);
+    assert_int_equal(atomic_load(&ctx->ran[A_INDEPENDENT]), 1);
 
     assert_ok(strata_run_wait(hb, WAIT_NS));
     assert_int_equal(strata_run_status(hb), STRATA_OK);
     assert_string_equal(strata_run_error(hb), "");
     for (int f = B0; f <= B3; f++)
-        assert_int_equal(atomic_load(&ctx.ran[f]), 1);
-    assert_all(ctx.x, 101, "x"); /* A's gate task (+1), then B (+100) */
-    assert_all(ctx.y, 203, "y"); /* A's writers of y were poisoned; B: 101*2+1 */
-    assert_all(ctx.z, 8, "z");   /* A's independent fill (7), then B (+1) */
+        assert_int_equal(atomic_load(&ctx->ran[f]), 1);
+    assert_all(ctx->x, 101, "x"); /* A's gate task (+1), then B (+100) */
+    assert_all(ctx->y, 203, "y"); /* A's writers of y were poisoned; B: 101*2+1 */
+    assert_all(ctx->z, 8, "z");   /* A's independent fill (7), then B (+1) */
     strata_run_release(ha);
     strata_run_release(hb);
 
-    assert_ok(strata_worker_run(ctx.w, orch_third_c, &ctx));
-    assert_all(ctx.x, 102, "x");
-    assert_all(ctx.s, 306, "s");
-    iso_teardown(&ctx);
+    assert_ok(strata_worker_run(ctx->w, orch_third_c, ctx));
+    assert_all(ctx->x, 102, "x");
+    assert_all(ctx->s, 306, "s");
+    iso_teardown(ctx);
+    ts_shared_free(ctx, 1, sizeof *ctx);
 }
 
 /* The mirror image: the healthy run is the executing head, the failing one is
@@ -276,26 +278,27 @@ static int orch_failing_behind(strata_orch *o, void *arg) {
 
 static void test_failing_run_behind_healthy_head(void **state) {
     (void)state;
-    static iso_ctx ctx;
-    iso_setup(&ctx, 2);
+    iso_ctx *ctx = ts_shared_calloc(1, sizeof *ctx); /* bodies in children see it */
+    iso_setup(ctx, 2);
     strata_run *ha = NULL, *hb = NULL;
-    assert_ok(strata_worker_submit(ctx.w, orch_healthy_gated, &ctx, &ha));
-    assert_true(wait_flag(&ctx.started[30], 1));
-    assert_ok(strata_worker_submit(ctx.w, orch_failing_behind, &ctx, &hb));
-    assert_int_equal(atomic_load(&ctx.started[40]), 0); /* B waits behind the head */
-    atomic_store(&ctx.gate, 1);
+    assert_ok(strata_worker_submit(ctx->w, orch_healthy_gated, ctx, &ha));
+    assert_true(wait_flag(&ctx->started[30], 1));
+    assert_ok(strata_worker_submit(ctx->w, orch_failing_behind, ctx, &hb));
+    assert_int_equal(atomic_load(&ctx->started[40]), 0); /* B waits behind the head */
+    atomic_store(&ctx->gate, 1);
 
     assert_ok(strata_run_wait(ha, WAIT_NS));
     assert_string_equal(strata_run_error(ha), "");
     assert_status(STRATA_ETASK, strata_run_wait(hb, WAIT_NS));
     assert_contains(strata_run_error(hb), "planned failure of task #40");
-    assert_int_equal(atomic_load(&ctx.started[41]), 0);
-    assert_int_equal(atomic_load(&ctx.ran[42]), 1);
-    assert_all(ctx.x, 13, "x");
-    assert_all(ctx.y, 20, "y");
+    assert_int_equal(atomic_load(&ctx->started[41]), 0);
+    assert_int_equal(atomic_load(&ctx->ran[42]), 1);
+    assert_all(ctx->x, 13, "x");
+    assert_all(ctx->y, 20, "y");
     strata_run_release(ha);
     strata_run_release(hb);
-    iso_teardown(&ctx);
+    iso_teardown(ctx);
+    ts_shared_free(ctx, 1, sizeof *ctx);
 }
 
 /* ---- fail-fast submits inside a failed run ------------------------------------- */
@@ -342,11 +345,11 @@ static int orch_failfast(strata_orch *o, void *arg) {
 
 static void test_submits_fail_fast_in_a_failed_run(void **state) {
     (void)state;
-    static iso_ctx ctx;
-    iso_setup(&ctx, 2);
-    failfast_log log = {.ctx = &ctx};
+    iso_ctx *ctx = ts_shared_calloc(1, sizeof *ctx); /* bodies in children see it */
+    iso_setup(ctx, 2);
+    failfast_log log = {.ctx = ctx};
     strata_run *h = NULL;
-    assert_ok(strata_worker_submit(ctx.w, orch_failfast, &log, &h));
+    assert_ok(strata_worker_submit(ctx->w, orch_failfast, &log, &h));
     assert_non_null(h);
     assert_status(STRATA_ETASK, strata_run_wait(h, WAIT_NS));
     assert_contains(strata_run_error(h), "planned failure of task #0");
@@ -355,7 +358,7 @@ static void test_submits_fail_fast_in_a_failed_run(void **state) {
     assert_int_equal(log.rc, strata_run_status(h));
     assert_contains(log.msg, "planned failure of task #0");
     /* the refused submit created no task */
-    assert_int_equal(atomic_load(&ctx.started[log.last_flag]), 0);
+    assert_int_equal(atomic_load(&ctx->started[log.last_flag]), 0);
     /* other orchestration calls in a failed run succeed or report the run's error */
     if (log.alloc_rc != STRATA_OK)
         assert_int_equal(log.alloc_rc, strata_run_status(h));
@@ -364,11 +367,12 @@ static void test_submits_fail_fast_in_a_failed_run(void **state) {
     strata_run_release(h);
 
     /* the worker goes on: the next run is clean */
-    assert_all(ctx.x, 0, "x"); /* the failed task wrote nothing */
-    assert_ok(strata_worker_run(ctx.w, orch_third_c, &ctx));
-    assert_all(ctx.x, 1, "x");
-    assert_all(ctx.s, 3, "s");
-    iso_teardown(&ctx);
+    assert_all(ctx->x, 0, "x"); /* the failed task wrote nothing */
+    assert_ok(strata_worker_run(ctx->w, orch_third_c, ctx));
+    assert_all(ctx->x, 1, "x");
+    assert_all(ctx->s, 3, "s");
+    iso_teardown(ctx);
+    ts_shared_free(ctx, 1, sizeof *ctx);
 }
 
 /* ---- a failing orchestration function ------------------------------------------- */
@@ -408,37 +412,38 @@ static int orch_fails_itself(strata_orch *o, void *arg) {
 
 static void test_orchestration_error_cancels_unstarted_tasks(void **state) {
     (void)state;
-    static iso_ctx ctx;
-    iso_setup(&ctx, 2);
-    orch_failure f = {.ctx = &ctx};
+    iso_ctx *ctx = ts_shared_calloc(1, sizeof *ctx); /* bodies in children see it */
+    iso_setup(ctx, 2);
+    orch_failure f = {.ctx = ctx};
     strata_run *h = NULL;
     assert_ok(
-        strata_worker_submit(ctx.w, orch_fails_itself, &f, &h)); /* the run is still returned */
+        strata_worker_submit(ctx->w, orch_fails_itself, &f, &h)); /* the run is still returned */
     assert_non_null(h);
     assert_int_equal(f.rc, STRATA_EINVAL);
     assert_true(f.msg[0] != '\0');
     assert_int_equal(strata_run_done(h), 0); /* the gated tasks are still running */
-    atomic_store(&ctx.gate, 1);
+    atomic_store(&ctx->gate, 1);
     assert_status(STRATA_EINVAL, strata_run_wait(h, WAIT_NS));
     assert_int_equal(strata_run_status(h), STRATA_EINVAL);
     /* its own error wins over the started task that failed while draining */
     assert_contains(strata_run_error(h), f.msg);
     assert_not_contains(strata_run_error(h), "planned failure");
     /* started tasks finished; unstarted ones never ran */
-    assert_int_equal(atomic_load(&ctx.ran[D_GATE]), 1);
-    assert_int_equal(atomic_load(&ctx.ran[D_GATE_FAIL]), 2);
+    assert_int_equal(atomic_load(&ctx->ran[D_GATE]), 1);
+    assert_int_equal(atomic_load(&ctx->ran[D_GATE_FAIL]), 2);
     for (int i = 0; i <= CHAIN; i++)
-        assert_int_equal(atomic_load(&ctx.started[D_FIRST_DEP + i]), 0);
-    assert_all(ctx.x, 1, "x");
-    assert_all(ctx.y, 0, "y");
-    assert_all(ctx.z, 0, "z");
+        assert_int_equal(atomic_load(&ctx->started[D_FIRST_DEP + i]), 0);
+    assert_all(ctx->x, 1, "x");
+    assert_all(ctx->y, 0, "y");
+    assert_all(ctx->z, 0, "z");
     strata_run_release(h);
 
     /* the worker goes on */
-    assert_ok(strata_worker_run(ctx.w, orch_third_c, &ctx));
-    assert_all(ctx.x, 2, "x");
-    assert_all(ctx.s, 6, "s");
-    iso_teardown(&ctx);
+    assert_ok(strata_worker_run(ctx->w, orch_third_c, ctx));
+    assert_all(ctx->x, 2, "x");
+    assert_all(ctx->s, 6, "s");
+    iso_teardown(ctx);
+    ts_shared_free(ctx, 1, sizeof *ctx);
 }
 
 int main(void) {

@@ -208,12 +208,14 @@ static void config_heap_ring_bytes_must_be_a_multiple_of_1024(void **state) {
 }
 
 /* Moved from test_api_errors.c. */
-static void config_process_sub_mode_is_not_available(void **state) {
+static void config_sub_mode_is_thread_or_process(void **state) {
     (void)state;
     strata_worker_config cfg;
     strata_worker_config_init(&cfg);
     cfg.sub_mode = STRATA_HOST_PROCESS;
-    assert_config_rejected(cfg, "sub_mode");
+    strata_worker *w;
+    assert_ok(strata_worker_create(&cfg, &w));
+    strata_worker_destroy(w);
     strata_worker_config_init(&cfg);
     cfg.sub_mode = (strata_host_mode)7;
     assert_config_rejected(cfg, "sub_mode");
@@ -232,6 +234,12 @@ static void config_other_limits_are_checked(void **state) {
     strata_worker_config_init(&cfg);
     cfg.spin_ns = UINT32_MAX;
     assert_config_rejected(cfg, "spin_ns");
+    strata_worker_config_init(&cfg);
+    cfg.startup_timeout_ns = 0;
+    assert_config_rejected(cfg, "startup_timeout_ns");
+    strata_worker_config_init(&cfg);
+    cfg.shared_arena_bytes = 0;
+    assert_config_rejected(cfg, "shared_arena_bytes");
 }
 
 /* Moved from test_api_errors.c. */
@@ -248,6 +256,8 @@ static void config_defaults_are_documented_values(void **state) {
     assert_int_equal(cfg.heap_ring_bytes, 64ull << 20);
     assert_int_equal(cfg.capacity_timeout_ns, 10 * SEC);
     assert_int_equal(cfg.spin_ns, 20000);
+    assert_int_equal(cfg.startup_timeout_ns, 30 * SEC);
+    assert_int_equal(cfg.shared_arena_bytes, 1ull << 30);
 }
 
 static void config_help_while_waiting_must_be_0_or_1(void **state) {
@@ -642,7 +652,7 @@ int main(void) {
         cmocka_unit_test(config_task_window_must_be_a_power_of_two),
         cmocka_unit_test(config_pipeline_depth_must_be_1_or_2),
         cmocka_unit_test(config_heap_ring_bytes_must_be_a_multiple_of_1024),
-        cmocka_unit_test(config_process_sub_mode_is_not_available),
+        cmocka_unit_test(config_sub_mode_is_thread_or_process),
         cmocka_unit_test(config_other_limits_are_checked),
         cmocka_unit_test(config_defaults_are_documented_values),
         cmocka_unit_test(config_help_while_waiting_must_be_0_or_1),

@@ -1,0 +1,623 @@
+/* exec/process_endpoint.c - the parent's side of a process child: its
+ * mailbox, its fork and readiness, dispatch and activation into the task
+ * frames, the parent-side thread that reads results back and watches the
+ * child's liveness, control calls, and the bounded close.
+ *
+ * Owns: the st_proc_ep record, its leaf lock, its parent-side thread and its
+ * child process (the pid is signalled and waited for only through
+ * ipc/child_process.h).
+ * Must never: block in dispatch or activate (they run under the engine lock),
+ * take the engine lock, trust anything read back from a frame before the
+ * identity check, or leave a child, a thread or a mapping behind on any path.
+ *
+ * Lifecycle (util/state_machine.h, moved under `lock`):
+ *   NEW --spawn--> STARTING --ready--> SERVING --stop--> STOPPING
+ *   NEW | STARTING | SERVING | STOPPING --reset--> NEW   (abandon / destroy)
+ * Task frames move by the mailbox's rules (ipc/mailbox.h); this side writes
+ * IDLE -> TASK_READY | PREPARE_READY, PREPARE_READY -> TASK_READY and
+ * FRAME_STAGED -> ACTIVATE (CAS, at activation) and TASK_DONE | TASK_FAILED
+ * -> IDLE (after reading the result).
+ *
+ * Threads: one parent-side thread per endpoint, started once the child is
+ * ready. It parks on the parent doorbell with no timeout while nothing is in
+ * flight, and with a 2 ms timeout while something is, probing the child's
+ * liveness at every timeout: a dead child's in-flight tasks fail with its
+ * wait status within milliseconds, and the engine learns it is gone.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "exec/process_endpoint.h"
+#include "exec/process_wire.h"
+#include "ipc/shm_region.h"
+#include "ipc/wire_args.h"
+#include "util/alloc.h"
+#include "util/clock.h"
+#include "util/error.h"
+#include "util/message.h"
+#include "util/state_machine.h"
+
+#define PROBE_NS 2000000ull           /* park timeout while tasks are in flight */
+#define REAP_READY_NS 2000000000ull   /* a served child gets this long to exit after SHUTDOWN */
+#define REAP_STARTING_NS 200000000ull /* a child that never became ready */
+
+typedef enum proc_life { LIFE_NEW = 0, LIFE_STARTING, LIFE_SERVING, LIFE_STOPPING } proc_life;
+typedef enum proc_life_t {
+    LIFE_T_SPAWN,
+    LIFE_T_READY,
+    LIFE_T_STOP,
+    LIFE_T_RESET,
+    LIFE_T_COUNT
+} proc_life_t;
+static const char *const life_names[] = {"NEW", "STARTING", "SERVING", "STOPPING"};
+static const st_sm_rule life_rules[LIFE_T_COUNT] = {
+    [LIFE_T_SPAWN] = {ST_SM_BIT(LIFE_NEW), LIFE_STARTING, "spawn"},
+    [LIFE_T_READY] = {ST_SM_BIT(LIFE_STARTING), LIFE_SERVING, "ready"},
+    [LIFE_T_STOP] = {ST_SM_BIT(LIFE_NEW) | ST_SM_BIT(LIFE_STARTING) | ST_SM_BIT(LIFE_SERVING) |
+                         ST_SM_BIT(LIFE_STOPPING),
+                     LIFE_STOPPING, "stop"},
+    [LIFE_T_RESET] = {ST_SM_BIT(LIFE_NEW) | ST_SM_BIT(LIFE_STARTING) | ST_SM_BIT(LIFE_SERVING) |
+                          ST_SM_BIT(LIFE_STOPPING),
+                      LIFE_NEW, "reset"},
+};
+static const st_sm life_machine = {"process endpoint", life_names, 4, life_rules, LIFE_T_COUNT};
+
+/* What the parent remembers of the task in one frame (never read back from
+ * the frame: the frame is only checked against it). */
+typedef struct proc_rec {
+    int busy;   /* a task is in the frame */
+    int staged; /* published PREPARE_READY, not activated yet */
+    st_mbox_trailer trailer;
+    uint64_t ref;
+    uint32_t member;
+    char task[64]; /* the callable's name, for messages */
+    st_completion comp;
+} proc_rec;
+
+struct st_proc_ep {
+    st_endpoint base; /* first: the engine's handle */
+    st_proc_ep_config cfg;
+    st_shm shm;
+    st_mbox *m;
+    st_child child;
+    pid_t pid; /* of the child last spawned (st_child clears its own once reaped) */
+    uint32_t nframes;
+    /* Protects life, recs, inflight and the dead reason, and serialises the
+     * liveness probe (st_child_alive). A leaf lock: taken under the engine
+     * lock by dispatch and activate, and under ctl_mu by control calls;
+     * nothing is taken under it (completions are pushed after it is dropped). */
+    st_mutex lock;
+    uint32_t life;
+    proc_rec recs[ST_MBOX_TASK_FRAMES];
+    int inflight;
+    _Atomic int dead; /* the child is gone: dead_why says how (written before) */
+    char dead_why[256];
+    st_completion reject_comp; /* a rejection while no frame record is free */
+    pthread_t thread;
+    int thread_started;
+    _Atomic int stopping;
+    /* Serialises control calls (one control frame). Taken with no other lock
+     * held, before `lock`. */
+    pthread_mutex_t ctl_mu;
+    int ctl_broken; /* a control call timed out: the control frame cannot be trusted */
+    st_proc_frame_hook frame_hook;
+    void *frame_hook_ctx;
+};
+
+static const st_endpoint_ops proc_ops;
+
+static void life_move(st_proc_ep *p, proc_life_t t) {
+    p->life = st_sm_next(&life_machine, p->life, t, "life");
+}
+
+/* ---- liveness ---------------------------------------------------------- */
+
+/* Lock held. 1 if the child is known dead (probing it if not yet known). */
+static int probe_dead_locked(st_proc_ep *p) {
+    if (atomic_load(&p->dead))
+        return 1;
+    if (!p->child.exited && (p->child.pid == 0 || st_child_alive(&p->child)))
+        return 0; /* never started, or running */
+    snprintf(p->dead_why, sizeof p->dead_why, "%s (pid %d) %s", p->cfg.label, (int)p->pid,
+             p->child.why);
+    atomic_store(&p->dead, 1);
+    st_endpoint_gone(&p->base); /* no more sub tasks for it while another sub lives */
+    return 1;
+}
+
+static int probe_dead(st_proc_ep *p) {
+    st_mutex_lock(&p->lock);
+    int d = probe_dead_locked(p);
+    st_mutex_unlock(&p->lock);
+    return d;
+}
+
+/* ---- reading results back (parent-side thread) ------------------------- */
+
+static int completion_status(int child_status) {
+    switch (child_status) {
+    case STRATA_ETASK:
+    case STRATA_ENOMEM:
+    case STRATA_EENDPOINT:
+        return child_status;
+    default:
+        return STRATA_EENDPOINT; /* the child refused the frame: a mailbox failure */
+    }
+}
+
+/* Lock held. If frame i holds a finished task, fill its completion, free the
+ * frame and return 1 (the caller completes rec->comp after unlocking). */
+static int take_result_locked(st_proc_ep *p, uint32_t i) {
+    proc_rec *rec = &p->recs[i];
+    if (!rec->busy)
+        return 0;
+    st_mbox_frame *f = st_mbox_task(p->m, i);
+    uint32_t st = st_mbox_state_of(f);
+    if (st != ST_MBOX_TASK_DONE && st != ST_MBOX_TASK_FAILED)
+        return 0;
+    st_completion *c = &rec->comp;
+    c->ref = rec->ref;
+    c->member = rec->member;
+    if (st_mbox_check_identity(f, &rec->trailer, p->cfg.label) != STRATA_OK) {
+        c->status = STRATA_EENDPOINT;
+        st_msg_format(c->msg, sizeof c->msg, "task '%s': result frame refused: %s", rec->task,
+                      strata_error_message());
+    } else if (st == ST_MBOX_TASK_DONE && f->status == STRATA_OK) {
+        c->status = STRATA_OK;
+        c->msg[0] = '\0';
+    } else {
+        c->status = completion_status(f->status == STRATA_OK ? STRATA_ETASK : f->status);
+        st_mbox_get_error(f, c->msg, sizeof c->msg);
+        if (!c->msg[0])
+            st_msg_format(c->msg, sizeof c->msg, "%s: task '%s' failed with status %d",
+                          p->cfg.label, rec->task, (int)f->status);
+    }
+    st_mbox_publish(f, ST_MBOX_IDLE); /* the child never writes an IDLE frame */
+    rec->busy = 0;
+    rec->staged = 0;
+    p->inflight--;
+    return 1;
+}
+
+/* Complete every finished task; then, if the child is dead, fail the rest. */
+static int collect(st_proc_ep *p, int check_dead) {
+    st_completion *done[ST_MBOX_TASK_FRAMES];
+    int n = 0;
+    st_mutex_lock(&p->lock);
+    for (uint32_t i = 0; i < p->nframes; i++)
+        if (take_result_locked(p, i))
+            done[n++] = &p->recs[i].comp;
+    if (check_dead && p->inflight > 0 && probe_dead_locked(p)) {
+        for (uint32_t i = 0; i < p->nframes; i++) {
+            proc_rec *rec = &p->recs[i];
+            if (!rec->busy)
+                continue;
+            if (take_result_locked(p, i)) { /* it finished just before the child died */
+                done[n++] = &rec->comp;
+                continue;
+            }
+            rec->comp.ref = rec->ref;
+            rec->comp.member = rec->member;
+            rec->comp.status = STRATA_EENDPOINT;
+            st_msg_format(rec->comp.msg, sizeof rec->comp.msg, "%s while running task '%s'",
+                          p->dead_why, rec->task);
+            rec->busy = 0;
+            rec->staged = 0;
+            p->inflight--;
+            done[n++] = &rec->comp;
+        }
+    }
+    st_mutex_unlock(&p->lock);
+    for (int k = 0; k < n; k++)
+        st_endpoint_complete(&p->base, done[k]);
+    return n;
+}
+
+static void *proc_thread_main(void *arg) {
+    st_proc_ep *p = arg;
+    st_event *bell = &st_mbox_control(p->m)->parent_bell;
+    for (;;) {
+        uint32_t seen = atomic_load_explicit(&bell->value, memory_order_acquire);
+        if (collect(p, 0))
+            continue;
+        st_mutex_lock(&p->lock);
+        int inflight = p->inflight;
+        st_mutex_unlock(&p->lock);
+        if (inflight == 0 && atomic_load(&p->stopping))
+            return NULL;
+        if (inflight == 0) {
+            st_mbox_wait_bell(bell, seen, p->cfg.spin_ns, UINT64_MAX);
+            continue;
+        }
+        if (st_mbox_wait_bell(bell, seen, p->cfg.spin_ns, st_deadline_after(PROBE_NS)) != 0)
+            collect(p, 1); /* nothing for 2 ms: is the child still there? */
+    }
+}
+
+/* ---- the engine's calls ------------------------------------------------ */
+
+static void reject(st_proc_ep *p, const st_dispatch *d, int status, const char *why) {
+    st_completion *c = &p->reject_comp;
+    for (uint32_t i = 0; i < p->nframes; i++)
+        if (!p->recs[i].busy) {
+            c = &p->recs[i].comp; /* free: the engine is done with it */
+            break;
+        }
+    st_endpoint_complete_with(&p->base, c, d, status, "%s", why);
+}
+
+/* Until st_dispatch says whether the task's run is the head yet, every run
+ * dispatched is the head (the engine dispatches nothing else). */
+static int dispatch_staged(const st_dispatch *d) {
+    (void)d;
+    return 0;
+}
+
+static void proc_dispatch(st_endpoint *ep, const st_dispatch *d) {
+    st_proc_ep *p = (st_proc_ep *)ep;
+    char why[STRATA_ERRMSG_MAX];
+    st_mutex_lock(&p->lock);
+    if (atomic_load(&p->dead)) { /* no probe here: a syscall per task, under the engine lock */
+        st_msg_format(why, sizeof why, "%s; task '%s' not started", p->dead_why, d->callable->name);
+        st_mutex_unlock(&p->lock);
+        reject(p, d, STRATA_EENDPOINT, why);
+        return;
+    }
+    uint32_t i = 0;
+    while (i < p->nframes && p->recs[i].busy)
+        i++;
+    if (p->life != LIFE_SERVING || i == p->nframes) {
+        st_msg_format(why, sizeof why, "%s is %s; task '%s' rejected", p->cfg.label,
+                      p->life != LIFE_SERVING ? "not serving" : "busy", d->callable->name);
+        st_mutex_unlock(&p->lock);
+        reject(p, d, STRATA_EENDPOINT, why);
+        return;
+    }
+    st_mbox_frame *f = st_mbox_task(p->m, i);
+    size_t used = 0;
+    if (st_wire_args_encode(d->args, f->payload, ST_MBOX_ARGS_CAP, &used) != STRATA_OK) {
+        st_msg_format(why, sizeof why, "%s: task '%s': %s", p->cfg.label, d->callable->name,
+                      strata_error_message());
+        st_mutex_unlock(&p->lock);
+        reject(p, d, STRATA_EENDPOINT, why);
+        return;
+    }
+    proc_rec *rec = &p->recs[i];
+    rec->trailer = (st_mbox_trailer){
+        .protocol = ST_MBOX_PROTOCOL,
+        .run_id = d->run_id,
+        .lease_slot = d->lease.slot,
+        .generation = d->lease.generation,
+        .dispatch_id = d->dispatch_id,
+    };
+    rec->ref = d->ref;
+    rec->member = d->member;
+    snprintf(rec->task, sizeof rec->task, "%s", d->callable->name);
+    rec->staged = dispatch_staged(d);
+    rec->busy = 1;
+    p->inflight++;
+    st_mbox_task_prepare(f, &rec->trailer, &d->lease, d->cfg, d->member, d->callable->digest.bytes);
+    f->payload_bytes = (uint32_t)used;
+    if (p->frame_hook)
+        p->frame_hook(p, f, p->frame_hook_ctx);
+    st_mbox_publish(f, rec->staged ? ST_MBOX_PREPARE_READY : ST_MBOX_TASK_READY);
+    st_mutex_unlock(&p->lock);
+    st_mbox_frame *ctl = st_mbox_control(p->m);
+    st_mbox_ring(&ctl->child_bell);
+    st_mbox_ring(&ctl->parent_bell); /* our thread parks with a timeout from now on */
+}
+
+static void proc_activate(st_endpoint *ep, uint64_t run_id) {
+    st_proc_ep *p = (st_proc_ep *)ep;
+    int rang = 0;
+    st_mutex_lock(&p->lock);
+    for (uint32_t i = 0; i < p->nframes; i++) {
+        proc_rec *rec = &p->recs[i];
+        if (!rec->busy || !rec->staged || rec->trailer.run_id != run_id)
+            continue;
+        st_mbox_frame *f = st_mbox_task(p->m, i);
+        if (st_mbox_cas(f, ST_MBOX_PREPARE_READY, ST_MBOX_TASK_READY) ||
+            st_mbox_cas(f, ST_MBOX_FRAME_STAGED, ST_MBOX_ACTIVATE)) {
+            rec->staged = 0;
+            rang = 1;
+        }
+    }
+    st_mutex_unlock(&p->lock);
+    if (rang)
+        st_mbox_ring(&st_mbox_control(p->m)->child_bell);
+}
+
+static void proc_stop(st_endpoint *ep) {
+    st_proc_ep *p = (st_proc_ep *)ep;
+    st_mutex_lock(&p->lock);
+    life_move(p, LIFE_T_STOP);
+    st_mutex_unlock(&p->lock);
+    atomic_store(&p->stopping, 1);
+    st_mbox_ring(&st_mbox_control(p->m)->parent_bell);
+}
+
+/* Stop the child (sticky shutdown word, SHUTDOWN, the doorbell), reap it
+ * within a bound (then SIGKILL), and join the parent-side thread. The
+ * endpoint is NEW again: spawn may start a fresh child. Idempotent. */
+static void shut_down(st_proc_ep *p) {
+    st_mbox_frame *ctl = st_mbox_control(p->m);
+    atomic_store(&p->stopping, 1);
+    if (p->thread_started) {
+        st_mbox_ring(&ctl->parent_bell);
+        pthread_join(p->thread, NULL);
+        p->thread_started = 0;
+    }
+    if (p->child.pid != 0) {
+        int served = p->life == LIFE_SERVING || p->life == LIFE_STOPPING;
+        atomic_store(&ctl->shutdown, 1);
+        st_mbox_publish(ctl, ST_MBOX_SHUTDOWN);
+        st_mbox_ring(&ctl->child_bell);
+        st_child_reap(&p->child, st_deadline_after(served ? REAP_READY_NS : REAP_STARTING_NS));
+    }
+    st_mutex_lock(&p->lock);
+    life_move(p, LIFE_T_RESET);
+    st_mutex_unlock(&p->lock);
+}
+
+static void proc_destroy(st_endpoint *ep) {
+    st_proc_ep *p = (st_proc_ep *)ep;
+    shut_down(p);
+    st_shm_destroy(&p->shm);
+    pthread_mutex_destroy(&p->ctl_mu);
+    st_free(p);
+}
+
+static int proc_registered(st_endpoint *ep, const st_callable_info *ci) {
+    st_proc_ep *p = (st_proc_ep *)ep;
+    st_wire_callable w;
+    memset(&w, 0, sizeof w);
+    w.kind = (uint32_t)ci->kind;
+    w.id = ci->id;
+    snprintf(w.name, sizeof w.name, "%s", ci->name);
+    w.fn = (uint64_t)(uintptr_t)ci->fn;
+    w.user = (uint64_t)(uintptr_t)ci->user;
+    w.program = (uint64_t)(uintptr_t)ci->program;
+    return st_proc_ep_control(p, ST_MBOX_CMD_REGISTER, 0, 0, &w, sizeof w, NULL, 0, NULL,
+                              st_deadline_after(p->cfg.startup_timeout_ns));
+}
+
+static const st_endpoint_ops proc_ops = {
+    .dispatch = proc_dispatch,
+    .progress = NULL,
+    .activate = proc_activate,
+    .stop = proc_stop,
+    .destroy = proc_destroy,
+    .lend = NULL,
+    .registered = proc_registered,
+};
+
+/* ---- creation, fork, readiness ----------------------------------------- */
+
+int st_proc_ep_create(st_engine *e, const st_proc_ep_config *cfg, st_proc_ep **out) {
+    *out = NULL;
+    if (!cfg || !cfg->kind || cfg->kind->frames < 1 || cfg->kind->frames > ST_MBOX_TASK_FRAMES ||
+        !cfg->kind->init || !cfg->kind->task || !cfg->kind->shutdown)
+        return st_fail(STRATA_EINVAL,
+                       "process endpoint: a kind with 1..%u frames, init, task "
+                       "and shutdown is needed",
+                       ST_MBOX_TASK_FRAMES);
+    st_proc_ep *p = st_calloc(1, sizeof *p);
+    if (!p)
+        return st_fail_nomem("process endpoint: its record", sizeof *p);
+    p->cfg = *cfg;
+    p->cfg.label[sizeof p->cfg.label - 1] = '\0';
+    if (p->cfg.startup_timeout_ns == 0)
+        p->cfg.startup_timeout_ns = 30ull * 1000000000ull;
+    int rc = st_shm_create(p->cfg.label, ST_MBOX_REGION_BYTES, &p->shm);
+    if (rc != STRATA_OK) {
+        st_free(p);
+        return rc;
+    }
+    p->m = p->shm.base;
+    st_mbox_init(p->m);
+    p->nframes = cfg->kind->frames;
+    pthread_mutex_init(&p->ctl_mu, NULL);
+    p->base.ops = &proc_ops;
+    p->base.engine = e;
+    p->base.is_sub = cfg->is_sub;
+    p->base.worker_id = cfg->worker_id;
+    p->base.capacity = (int)p->nframes;
+    atomic_init(&p->base.last_cpu, -1);
+    atomic_init(&p->base.gone, 0);
+    snprintf(p->base.label, sizeof p->base.label, "%s", p->cfg.label);
+    p->life = LIFE_NEW;
+    *out = p;
+    return STRATA_OK;
+}
+
+static int child_entry(void *arg) {
+    return st_proc_child_main(arg);
+}
+
+int st_proc_ep_spawn(st_proc_ep *p) {
+    if (p->life != LIFE_NEW)
+        return STRATA_OK; /* started already */
+    st_mbox_init(p->m);
+    atomic_store(&p->dead, 0);
+    atomic_store(&p->stopping, 0);
+    atomic_store(&p->base.gone, 0);
+    p->ctl_broken = 0;
+    p->inflight = 0;
+    memset(p->recs, 0, sizeof p->recs);
+    memset(&p->child, 0, sizeof p->child);
+    int rc = st_child_spawn(&p->child, p->cfg.label, child_entry, p);
+    if (rc != STRATA_OK)
+        return st_fail_prefix(rc, p->cfg.label);
+    p->pid = p->child.pid;
+    st_mutex_lock(&p->lock);
+    life_move(p, LIFE_T_SPAWN);
+    st_mutex_unlock(&p->lock);
+    return STRATA_OK;
+}
+
+int st_proc_ep_wait_ready(st_proc_ep *p, uint64_t deadline_ns) {
+    if (p->life == LIFE_SERVING)
+        return STRATA_OK;
+    if (p->life != LIFE_STARTING)
+        return st_fail(STRATA_ESTATE, "%s: not started", p->cfg.label);
+    st_mbox_frame *ctl = st_mbox_control(p->m);
+    int pid = (int)p->pid;
+    for (;;) {
+        uint32_t seen = atomic_load_explicit(&ctl->parent_bell.value, memory_order_acquire);
+        uint32_t st = st_mbox_state_of(ctl);
+        if (st == ST_MBOX_INIT_READY)
+            break;
+        if (st == ST_MBOX_INIT_FAILED) {
+            char text[ST_MBOX_ERR_BYTES];
+            st_mbox_get_error(ctl, text, sizeof text);
+            shut_down(p);
+            return st_fail(STRATA_EENDPOINT, "%s (pid %d): init failed: %s", p->cfg.label, pid,
+                           text[0] ? text : "(no message)");
+        }
+        if (probe_dead(p)) {
+            char why[sizeof p->dead_why];
+            snprintf(why, sizeof why, "%s", p->dead_why);
+            shut_down(p);
+            return st_fail(STRATA_EENDPOINT, "%s during startup", why);
+        }
+        uint64_t now = st_now_ns();
+        if (now >= deadline_ns) {
+            shut_down(p);
+            return st_fail(STRATA_ETIMEDOUT,
+                           "%s (pid %d): not ready within startup_timeout_ns (%llu ms); killed",
+                           p->cfg.label, pid,
+                           (unsigned long long)(p->cfg.startup_timeout_ns / 1000000ull));
+        }
+        uint64_t until = now + PROBE_NS < deadline_ns ? now + PROBE_NS : deadline_ns;
+        st_mbox_wait_bell(&ctl->parent_bell, seen, p->cfg.spin_ns, until);
+    }
+    st_mbox_publish(ctl, ST_MBOX_IDLE);
+    atomic_store(&p->stopping, 0);
+    if (pthread_create(&p->thread, NULL, proc_thread_main, p) != 0) {
+        shut_down(p);
+        return st_fail(STRATA_ENOMEM, "%s: could not start its parent-side thread", p->cfg.label);
+    }
+    p->thread_started = 1;
+    st_mutex_lock(&p->lock);
+    life_move(p, LIFE_T_READY);
+    st_mutex_unlock(&p->lock);
+    return STRATA_OK;
+}
+
+void st_proc_ep_abandon(st_proc_ep *p) {
+    if (p)
+        shut_down(p);
+}
+
+st_endpoint *st_proc_ep_endpoint(st_proc_ep *p) {
+    return &p->base;
+}
+
+st_proc_ep *st_proc_ep_of(st_endpoint *ep) {
+    return ep && ep->ops == &proc_ops ? (st_proc_ep *)ep : NULL;
+}
+
+st_child *st_proc_ep_child(st_proc_ep *p) {
+    return &p->child;
+}
+
+st_mbox *st_proc_ep_mbox(st_proc_ep *p) {
+    return p->m;
+}
+
+const st_proc_ep_config *st_proc_ep_config_of(const st_proc_ep *p) {
+    return &p->cfg;
+}
+
+void st_proc_ep_set_frame_hook(st_proc_ep *p, st_proc_frame_hook fn, void *ctx) {
+    p->frame_hook = fn;
+    p->frame_hook_ctx = ctx;
+}
+
+/* ---- control calls ----------------------------------------------------- */
+
+static const char *command_name(st_mbox_command c) {
+    static const char *const names[ST_MBOX_CMD_COUNT] = {
+        "NONE", "MALLOC", "FREE", "COPY_TO", "COPY_FROM", "REGISTER", "UNREGISTER", "PING"};
+    return (unsigned)c < ST_MBOX_CMD_COUNT ? names[c] : "?";
+}
+
+int st_proc_ep_control(st_proc_ep *p, st_mbox_command cmd, uint64_t arg0, uint64_t arg1,
+                       const void *in, size_t in_bytes, void *out, size_t out_cap, uint64_t *result,
+                       uint64_t deadline_ns) {
+    const char *cname = command_name(cmd);
+    if (in_bytes > ST_MBOX_ARGS_CAP || (in_bytes && !in))
+        return st_fail(STRATA_EINVAL, "%s: %s: %zu payload bytes (at most %u)", p->cfg.label, cname,
+                       in_bytes, (unsigned)ST_MBOX_ARGS_CAP);
+    pthread_mutex_lock(&p->ctl_mu);
+    int rc = STRATA_OK;
+    st_mbox_frame *ctl = st_mbox_control(p->m);
+    if (p->life != LIFE_SERVING) {
+        rc = st_fail(STRATA_ESTATE, "%s: %s: the child is not serving", p->cfg.label, cname);
+        goto out;
+    }
+    if (p->ctl_broken) {
+        rc = st_fail(STRATA_EENDPOINT,
+                     "%s: %s: an earlier control call timed out; the control frame is unusable",
+                     p->cfg.label, cname);
+        goto out;
+    }
+    if (probe_dead(p)) {
+        rc = st_fail(STRATA_EENDPOINT, "%s; %s not sent", p->dead_why, cname);
+        goto out;
+    }
+    ctl->command = (uint64_t)cmd;
+    ctl->arg0 = arg0;
+    ctl->arg1 = arg1;
+    ctl->result = 0;
+    ctl->status = STRATA_OK;
+    ctl->protocol = ST_MBOX_PROTOCOL;
+    ctl->error[0] = '\0';
+    if (cmd == ST_MBOX_CMD_REGISTER && in_bytes == sizeof(st_wire_callable)) {
+        const st_wire_callable *wc = in;
+        st_digest d = st_digest_callable((int)wc->kind, wc->name);
+        memcpy(ctl->digest, d.bytes, sizeof ctl->digest);
+    }
+    if (in_bytes)
+        memcpy(ctl->payload, in, in_bytes);
+    ctl->payload_bytes = (uint32_t)in_bytes;
+    st_mbox_publish(ctl, ST_MBOX_CONTROL_REQUEST);
+    st_mbox_ring(&ctl->child_bell);
+    for (;;) {
+        uint32_t seen = atomic_load_explicit(&ctl->parent_bell.value, memory_order_acquire);
+        if (st_mbox_state_of(ctl) == ST_MBOX_CONTROL_DONE)
+            break;
+        if (probe_dead(p)) {
+            rc = st_fail(STRATA_EENDPOINT, "%s during control call %s", p->dead_why, cname);
+            goto out;
+        }
+        uint64_t now = st_now_ns();
+        if (now >= deadline_ns) {
+            p->ctl_broken = 1;
+            rc = st_fail(STRATA_ETIMEDOUT, "%s: control call %s not answered in time", p->cfg.label,
+                         cname);
+            goto out;
+        }
+        uint64_t until = now + PROBE_NS < deadline_ns ? now + PROBE_NS : deadline_ns;
+        st_mbox_wait_bell(&ctl->parent_bell, seen, p->cfg.spin_ns, until);
+    }
+    rc = ctl->status;
+    if (result)
+        *result = ctl->result;
+    if (rc == STRATA_OK && out && out_cap) {
+        size_t n = ctl->payload_bytes <= ST_MBOX_ARGS_CAP ? ctl->payload_bytes : 0;
+        memcpy(out, ctl->payload, n < out_cap ? n : out_cap);
+    }
+    if (rc != STRATA_OK) {
+        char text[ST_MBOX_ERR_BYTES];
+        st_mbox_get_error(ctl, text, sizeof text);
+        if (rc > 0 || rc < STRATA_ECANCELED)
+            rc = STRATA_EENDPOINT; /* not a status: the child is broken */
+        st_fail(rc, "%s: %s: %s", p->cfg.label, cname, text[0] ? text : "(no message)");
+    }
+    st_mbox_publish(ctl, ST_MBOX_IDLE);
+out:
+    pthread_mutex_unlock(&p->ctl_mu);
+    return rc;
+}

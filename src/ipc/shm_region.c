@@ -1,0 +1,90 @@
+/* ipc/shm_region.c - shared-memory regions mapped before a fork.
+ *
+ * Owns: the name counter, shm_open (O_CREAT | O_EXCL | O_RDWR, mode 0600,
+ * fchmod'ed to 0600 whatever the umask), ftruncate, the MAP_SHARED mapping
+ * (util/alloc.h's st_map_fd: counted with the other mappings and subject to
+ * the allocation-failure hook) and the unlink that follows at once.
+ * Must never: return with the name still in /dev/shm or the descriptor open,
+ * on any path; reuse a name that exists (O_EXCL: a stale one fails loudly).
+ */
+#include "ipc/shm_region.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "util/alloc.h"
+#include "util/checked.h"
+#include "util/error.h"
+
+static _Atomic uint64_t shm_counter; /* the <counter> of the names, per process */
+
+static int fail_errno(int status, const char *what, const char *step, const char *name, int err) {
+    return st_fail(status, "shared region %s: %s %s: %s", what, step, name, strerror(err));
+}
+
+int st_shm_create_observed(const char *what, size_t bytes, st_shm *out,
+                           st_shm_observer before_unlink, void *ctx) {
+    const char *w = what ? what : "(unnamed)";
+    if (out) {
+        out->base = NULL;
+        out->bytes = 0;
+    }
+    if (!out || bytes == 0)
+        return st_fail(STRATA_EINVAL, "shared region %s: %s", w,
+                       out ? "size 0" : "no region to fill (NULL)");
+    long page = sysconf(_SC_PAGESIZE);
+    uint64_t rounded;
+    if (page <= 0 || !st_round_up_u64(bytes, (uint64_t)page, &rounded) ||
+        rounded > (uint64_t)SIZE_MAX || rounded > (uint64_t)INT64_MAX)
+        return st_fail(STRATA_EINVAL, "shared region %s: %zu bytes cannot be mapped", w, bytes);
+    char name[64];
+    snprintf(name, sizeof name, "/" ST_SHM_NAME_PREFIX "%ld-%llu", (long)getpid(),
+             (unsigned long long)atomic_fetch_add(&shm_counter, 1));
+    int fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        int err = errno;
+        return fail_errno(err == EEXIST || err == EACCES || err == EINVAL ? STRATA_EINVAL
+                                                                          : STRATA_ENOMEM,
+                          w, "cannot create", name, err);
+    }
+    int rc = STRATA_OK;
+    if (fchmod(fd, 0600) != 0)
+        rc = fail_errno(STRATA_EINVAL, w, "cannot set mode 0600 on", name, errno);
+    else if (ftruncate(fd, (off_t)rounded) != 0)
+        rc = st_fail(STRATA_ENOMEM, "shared region %s: cannot size %s to %llu bytes: %s", w, name,
+                     (unsigned long long)rounded, strerror(errno));
+    void *base = NULL;
+    if (rc == STRATA_OK) {
+        base = st_map_fd((size_t)rounded, fd);
+        if (!base)
+            rc = st_fail_nomem(w, (size_t)rounded);
+    }
+    if (rc == STRATA_OK && before_unlink)
+        before_unlink(fd, name, ctx);
+    shm_unlink(name); /* every path: no name outlives this call */
+    close(fd);
+    if (rc != STRATA_OK)
+        return rc;
+    out->base = base;
+    out->bytes = (size_t)rounded;
+    return STRATA_OK;
+}
+
+int st_shm_create(const char *what, size_t bytes, st_shm *out) {
+    return st_shm_create_observed(what, bytes, out, NULL, NULL);
+}
+
+void st_shm_destroy(st_shm *r) {
+    if (!r || !r->base)
+        return;
+    st_unmap(r->base, r->bytes);
+    r->base = NULL;
+    r->bytes = 0;
+}
