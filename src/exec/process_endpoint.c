@@ -363,6 +363,8 @@ static void shut_down(st_proc_ep *p) {
 static void proc_destroy(st_endpoint *ep) {
     st_proc_ep *p = (st_proc_ep *)ep;
     shut_down(p);
+    if (p->cfg.kind->release)
+        p->cfg.kind->release(p->cfg.kind_arg);
     st_shm_destroy(&p->shm);
     pthread_mutex_destroy(&p->ctl_mu);
     st_free(p);
