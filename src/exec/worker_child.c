@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "core/endpoint.h"
+#include "exec/process_endpoint.h"
 #include "exec/worker_child.h"
 #include "strata/worker.h"
 #include "util/alloc.h"
@@ -76,10 +77,13 @@ int st_worker_child_bring_up(const strata_child_config *cfg, const char *label,
     if (rc == STRATA_OK && cfg->setup) {
         st_clear_error();
         int src = cfg->setup(inner, cfg->setup_user);
-        if (src != STRATA_OK)
+        if (src != STRATA_OK) {
+            char why[STRATA_ERRMSG_MAX]; /* the thread's message is the one being written */
+            st_msg_format(why, sizeof why, "%s",
+                          strata_error_message()[0] ? strata_error_message() : "(no message)");
             rc = st_fail(src > 0 || src < STRATA_ECANCELED ? STRATA_ETASK : src,
-                         "%s: setup failed: %s", label,
-                         strata_error_message()[0] ? strata_error_message() : "(no message)");
+                         "%s: setup failed: %s", label, why);
+        }
     }
     if (rc == STRATA_OK)
         rc = strata_worker_init(inner);
@@ -204,12 +208,107 @@ static int add_thread_child(strata_worker *parent, const strata_child_config *cf
 
 /* ---- Process hosting ----------------------------------------------------------------- */
 
+/* What the child process starts from (kind_arg: inherited across the fork,
+ * freed by the parent's endpoint when it is destroyed). */
+typedef struct proc_child_arg {
+    strata_child_config cfg;
+    char name[48];
+} proc_child_arg;
+
+/* The child's own state (in the child process only). */
+typedef struct proc_child_self {
+    strata_worker *inner;
+    char label[64];
+} proc_child_self;
+
+/* In the child: the whole subtree (the inner worker, its chips, its own
+ * children, processes among them) comes up before the child reports ready. */
+static int worker_kind_init(void *arg, void **self) {
+    const proc_child_arg *a = arg;
+    proc_child_self *s = st_calloc(1, sizeof *s);
+    if (!s)
+        return st_fail_nomem("child Worker: its state", sizeof *s);
+    snprintf(s->label, sizeof s->label, "%s", a->name);
+    int rc = st_worker_child_bring_up(&a->cfg, a->name, &s->inner);
+    if (rc != STRATA_OK) {
+        st_free(s);
+        return rc;
+    }
+    *self = s;
+    return STRATA_OK;
+}
+
+/* In the child: one task frame is one run of the inner worker (synchronous). */
+static void worker_kind_task(void *self, st_mbox *m, uint32_t frame, const strata_task_args *args,
+                             const st_callable_info *callable) {
+    proc_child_self *s = self;
+    char msg[STRATA_ERRMSG_MAX];
+    int rc = st_worker_child_run(s->inner, s->label, callable, args, msg, sizeof msg);
+    st_proc_task_finish(m, frame, rc, msg);
+}
+
+/* In the child: nothing is held between tasks; closing the inner worker
+ * closes (and reaps) its own children. */
+static void worker_kind_shutdown(void *self, st_mbox *m) {
+    (void)m;
+    proc_child_self *s = self;
+    if (!s)
+        return;
+    strata_worker_destroy(s->inner);
+    st_free(s);
+}
+
+static void worker_kind_release(void *kind_arg) {
+    st_free(kind_arg);
+}
+
+const st_proc_kind st_worker_child_kind = {
+    .name = "worker",
+    .frames = 1, /* a task is a whole run: one at a time */
+    .init = worker_kind_init,
+    .task = worker_kind_task,
+    .activate = NULL,
+    .poll = NULL,
+    .control = NULL,    /* a child Worker has no device memory of its own */
+    .registered = NULL, /* the loop's table is all a task needs: the inner worker's callables
+                           are its own (registered by setup) */
+    .shutdown = worker_kind_shutdown,
+    .release = worker_kind_release,
+};
+
 int st_worker_child_add_process(strata_worker *parent, const strata_child_config *cfg,
                                 int *worker_id) {
-    (void)parent;
-    (void)cfg;
-    (void)worker_id;
-    return st_fail(STRATA_EINVAL, "strata_worker_add_child: process hosting is not available yet");
+    int next_id = strata_worker_next_level_count(parent);
+    proc_child_arg *a = st_calloc(1, sizeof *a);
+    if (!a)
+        return st_fail_nomem("strata_worker_add_child: the child's start record", sizeof *a);
+    a->cfg = *cfg;
+    name_child(a->name, sizeof a->name, cfg, next_id);
+    a->cfg.name = NULL; /* a->name is the label the child uses */
+    st_proc_ep_config pc;
+    memset(&pc, 0, sizeof pc);
+    pc.kind = &st_worker_child_kind;
+    pc.kind_arg = a;
+    pc.is_sub = 0;
+    pc.worker_id = next_id;
+    pc.spin_ns = cfg->worker.spin_ns;
+    pc.startup_timeout_ns = cfg->worker.startup_timeout_ns;
+    snprintf(pc.label, sizeof pc.label, "%d (%s)", next_id, a->name);
+    st_proc_ep *p = NULL;
+    int rc = st_proc_ep_create(parent, &pc, &p);
+    if (rc != STRATA_OK) {
+        st_free(a);
+        return st_fail_prefix(rc, "strata_worker_add_child");
+    }
+    st_endpoint *ep = st_proc_ep_endpoint(p);
+    rc = st_worker_add_endpoint(parent, ep, worker_id);
+    if (rc != STRATA_OK) {
+        char keep[STRATA_ERRMSG_MAX];
+        st_msg_format(keep, sizeof keep, "strata_worker_add_child: %s", strata_error_message());
+        ep->ops->destroy(ep); /* never spawned: frees the mailbox and, through release, a */
+        return st_fail_msg(rc, keep);
+    }
+    return STRATA_OK; /* forked at the parent's strata_worker_init */
 }
 
 /* ---- The public call ----------------------------------------------------------------- */

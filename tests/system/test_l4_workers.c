@@ -23,6 +23,7 @@
 #include "test_support.h"
 
 #include "core/endpoint.h"
+#include "exec/process_endpoint.h"
 #include "strata/chip.h"
 #include "strata/sim.h"
 
@@ -33,7 +34,7 @@ enum { HALF = 256, ALL = 2 * HALF };
 /* The callables every L3 child registers in its setup, in this order (so their
  * ids are the same in every child, thread or process). */
 typedef struct l3_ids {
-    strata_callable vadd, inc, fail_prog;
+    strata_callable vadd, inc, fail_prog, block;
     int chip;
 } l3_ids;
 static l3_ids g_ids;
@@ -63,6 +64,18 @@ static int inc_sub(const strata_task_view *a, void *user) {
     return 0;
 }
 
+/* tensor c: marks c[0] = BLOCK_MARK, then waits (10 s at most) to be killed */
+#define BLOCK_MARK 12345.0f
+static int block_sub(const strata_task_view *a, void *user) {
+    (void)user;
+    volatile float *c = strata_args_data(a, 0);
+    c[0] = BLOCK_MARK;
+    for (int i = 0; i < 10000; i++)
+        usleep(1000);
+    strata_task_set_error("block: was not killed within 10 s");
+    return 1;
+}
+
 static int l3_setup(strata_worker *w, void *user) {
     const strata_chip_config *base = user;
     strata_chip_config cc = *base;
@@ -71,10 +84,12 @@ static int l3_setup(strata_worker *w, void *user) {
     STRATA_TRY(strata_worker_register_chip_program(w, &d, &g_ids.vadd));
     strata_chip_program_desc f = {.name = "fail", .fn = fail_program};
     STRATA_TRY(strata_worker_register_chip_program(w, &f, &g_ids.fail_prog));
-    return strata_worker_register_sub(w, "inc", inc_sub, NULL, &g_ids.inc);
+    STRATA_TRY(strata_worker_register_sub(w, "inc", inc_sub, NULL, &g_ids.inc));
+    return strata_worker_register_sub(w, "block", block_sub, NULL, &g_ids.block);
 }
 
-/* The arguments of one L3 run: a, b (IN), c (OUT_EXISTING); scalar: fail (1) or not. */
+/* The arguments of one L3 run: a, b (IN), c (OUT_EXISTING); scalar: the mode. */
+enum { MODE_ADD = 0, MODE_FAIL = 1, MODE_BLOCK = 2 };
 typedef struct l3_direct {
     strata_task_args args;
     int saw_task_args; /* strata_orch_task_args was not NULL */
@@ -92,9 +107,13 @@ static int l3_program(strata_orch *o, void *arg) {
     }
     strata_task_args a;
     strata_args_init(&a);
-    if (strata_args_scalar(ta, 0)) { /* fail on the chip */
+    if (strata_args_scalar(ta, 0) == MODE_FAIL) { /* block 1 fails on the chip */
         STRATA_TRY(strata_args_add_scalar(&a, 1));
         return strata_orch_submit_next_level(o, g_ids.fail_prog, &a, NULL, g_ids.chip);
+    }
+    if (strata_args_scalar(ta, 0) == MODE_BLOCK) { /* a sub task that waits to be killed */
+        STRATA_TRY(strata_args_add_tensor(&a, &ta->tensors[2], STRATA_INOUT));
+        return strata_orch_submit_sub(o, g_ids.block, &a);
     }
     for (int i = 0; i < 2; i++)
         STRATA_TRY(strata_args_add_tensor(&a, &ta->tensors[i], STRATA_IN));
@@ -116,12 +135,16 @@ typedef struct l4 {
     strata_buffer *a, *b, *c;
     strata_chip_config chip;
     int fail_child;      /* -1: none */
+    int fail_mode;       /* what fail_child does (MODE_FAIL or MODE_BLOCK) */
+    int only_child;      /* -1: both children get a task; else only this one */
     strata_callable use; /* the callable the L4 orchestration submits */
 } l4;
 
 static int l4_program(strata_orch *o, void *arg) {
     l4 *f = arg;
     for (int k = 0; k < 2; k++) {
+        if (f->only_child >= 0 && k != f->only_child)
+            continue;
         strata_task_args a;
         strata_args_init(&a);
         int64_t n = HALF, s = 1;
@@ -132,7 +155,7 @@ static int l4_program(strata_orch *o, void *arg) {
                                           1, &n, &s, &t));
             STRATA_TRY(strata_args_add_tensor(&a, &t, i == 2 ? STRATA_OUT_EXISTING : STRATA_IN));
         }
-        STRATA_TRY(strata_args_add_scalar(&a, f->fail_child == k));
+        STRATA_TRY(strata_args_add_scalar(&a, f->fail_child == k ? (uint64_t)f->fail_mode : 0));
         STRATA_TRY(strata_orch_submit_next_level(o, f->use, &a, NULL, f->child[k]));
     }
     return STRATA_OK;
@@ -147,6 +170,8 @@ static void chip_config(strata_chip_config *cc, strata_host_mode host) {
 static void open_l4(l4 *f, strata_host_mode child_host, strata_host_mode inner_host) {
     memset(f, 0, sizeof *f);
     f->fail_child = -1;
+    f->fail_mode = MODE_FAIL;
+    f->only_child = -1;
     strata_worker_config wc;
     strata_worker_config_init(&wc);
     wc.level = 4;
@@ -195,7 +220,7 @@ static void fill_inputs(l4 *f, int round) {
 
 static void check_outputs(l4 *f, int round) {
     const float *c = strata_buffer_data(f->c);
-    for (int i = 0; i < ALL; i++)
+    for (int i = f->only_child == 1 ? HALF : 0; i < (f->only_child == 0 ? HALF : ALL); i++)
         if (c[i] != (float)(3 * i + round + 1))
             fail_msg("round %d: c[%d] = %f, expected %d", round, i, c[i], 3 * i + round + 1);
 }
@@ -281,6 +306,71 @@ static void an_error_chains_up_with_its_path_thread(void **state) {
     an_error_chains_up_with_its_path(STRATA_HOST_THREAD);
 }
 
+static void an_error_chains_up_with_its_path_process(void **state) {
+    (void)state;
+    an_error_chains_up_with_its_path(STRATA_HOST_PROCESS);
+}
+
+static void l4_with_process_children(void **state) {
+    (void)state;
+    run_rounds(STRATA_HOST_PROCESS, STRATA_HOST_THREAD);
+}
+
+/* Registered on the L4 after init: the process children learn of it then. */
+static void an_orchestration_registered_after_init_reaches_process_children(void **state) {
+    (void)state;
+    l4 f;
+    open_l4(&f, STRATA_HOST_PROCESS, STRATA_HOST_THREAD);
+    assert_ok(strata_worker_register_orch(f.w, "late", l3_program, NULL, &f.use));
+    fill_inputs(&f, 5);
+    assert_ok(strata_worker_run(f.w, l4_program, &f));
+    check_outputs(&f, 5);
+    close_l4(&f);
+}
+
+static pid_t child_pid(l4 *f, int k) {
+    st_proc_ep *p = st_proc_ep_of(st_worker_next_endpoint(f->w, f->child[k]));
+    assert_non_null(p);
+    return st_proc_ep_child(p)->pid;
+}
+
+/* Child 1's process is killed while its task runs: that task fails naming the
+ * child and the signal, later tasks to it fail fast, child 0 and later runs
+ * keep working. */
+static void a_child_process_killed_mid_task(void **state) {
+    (void)state;
+    l4 f;
+    open_l4(&f, STRATA_HOST_PROCESS, STRATA_HOST_THREAD);
+    fill_inputs(&f, 0);
+    f.fail_child = 1;
+    f.fail_mode = MODE_BLOCK;
+    strata_run *h;
+    assert_ok(strata_worker_submit(f.w, l4_program, &f, &h));
+    volatile float *mark = (float *)strata_buffer_data(f.c) + HALF;
+    for (int i = 0; i < 10000 && *mark != BLOCK_MARK; i++)
+        usleep(1000);
+    assert_true(*mark == BLOCK_MARK); /* the task is running in child 1 */
+    pid_t pid = child_pid(&f, 1);
+    assert_true(pid > 0);
+    assert_int_equal(kill(pid, SIGKILL), 0);
+    int rc = strata_run_wait(h, 60 * TS_SEC);
+    assert_true(rc == STRATA_EENDPOINT || rc == STRATA_ETASK);
+    ts_assert_mentions(strata_run_error(h), "L3 child 1");
+    ts_assert_mentions(strata_run_error(h), "signal 9");
+    strata_run_release(h);
+    /* a later task to child 1 fails fast, naming it */
+    f.fail_child = -1;
+    f.only_child = 1;
+    assert_int_equal(strata_worker_run(f.w, l4_program, &f), STRATA_EENDPOINT);
+    assert_message_mentions("L3 child 1");
+    /* child 0 goes on working */
+    f.only_child = 0;
+    fill_inputs(&f, 2);
+    assert_ok(strata_worker_run(f.w, l4_program, &f));
+    check_outputs(&f, 2);
+    close_l4(&f);
+}
+
 static int plain_sub(const strata_task_view *a, void *user) {
     (void)a;
     (void)user;
@@ -331,6 +421,28 @@ static void a_failing_setup_fails_add_child(void **state) {
     strata_worker_destroy(w);
 }
 
+static void a_failing_setup_in_a_process_child_fails_init(void **state) {
+    (void)state;
+    strata_worker_config wc;
+    strata_worker_config_init(&wc);
+    wc.level = 4;
+    strata_worker *w;
+    assert_ok(strata_worker_create(&wc, &w));
+    strata_child_config cc;
+    strata_child_config_init(&cc);
+    cc.host = STRATA_HOST_PROCESS;
+    int id = -1;
+    assert_ok(strata_worker_add_child(w, &cc, &id)); /* a good one first */
+    cc.setup = failing_setup;
+    cc.name = "picky";
+    assert_ok(strata_worker_add_child(w, &cc, &id)); /* set up only when forked */
+    assert_fails(STRATA_EENDPOINT, "1 (picky)", strata_worker_init(w));
+    assert_message_mentions("picky: setup failed: ");
+    assert_message_mentions("name must be");
+    strata_worker_destroy(w);
+    assert_int_equal(waitpid(-1, NULL, WNOHANG), -1); /* both children reaped */
+}
+
 static int probe_args(strata_orch *o, void *arg) {
     *(int *)arg = strata_orch_task_args(o) != NULL;
     return STRATA_OK;
@@ -358,6 +470,11 @@ int main(void) {
         cmocka_unit_test(an_error_chains_up_with_its_path_thread),
         cmocka_unit_test(a_callable_that_is_not_an_orchestration_fails_on_the_child),
         cmocka_unit_test(a_failing_setup_fails_add_child),
+        cmocka_unit_test(l4_with_process_children),
+        cmocka_unit_test(an_error_chains_up_with_its_path_process),
+        cmocka_unit_test(an_orchestration_registered_after_init_reaches_process_children),
+        cmocka_unit_test(a_child_process_killed_mid_task),
+        cmocka_unit_test(a_failing_setup_in_a_process_child_fails_init),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
