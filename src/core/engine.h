@@ -79,6 +79,8 @@ typedef struct st_next_state {
     int inflight; /* tasks dispatched and not yet completed */
     int capacity; /* the endpoint's capacity (>= 1), fixed when added */
     uint32_t dispatched;
+    uint64_t staged_run; /* the successor run nstaged counts for (core/dispatch.c) */
+    int nstaged;         /* tasks of staged_run dispatched staged (never decreases: a bound) */
 } st_next_state;
 
 typedef struct st_sub_state {

@@ -36,7 +36,8 @@ int strata_worker_add_chip(strata_worker *w, const strata_chip_config *cfg, int 
     pthread_mutex_init(&ep->mu, NULL);
     pthread_cond_init(&ep->cv, NULL);
     ep->base.ops = &st_chip_ep_ops;
-    ep->base.capacity = CHIP_EP_TASKS; /* a running task and one prepared behind it */
+    ep->base.capacity = CHIP_EP_TASKS; /* two of the head run and a staged successor's */
+    ep->base.staging = CHIP_EP_STAGING;
     int rc = strata_chip_open(cfg, &ep->chip);
     if (rc == STRATA_OK)
         rc = st_worker_add_endpoint(w, &ep->base, worker_id);
