@@ -359,11 +359,11 @@ static void a_stale_identity_at_activation_poisons_the_endpoint(void **state) {
     await_task(f, strata_run_id(b), 1);
     /* The lane run no longer matches the record's dispatch (a stale holder). */
     chip_ep *ep = (chip_ep *)chip_ep_of(f);
-    pthread_mutex_lock(&ep->mu);
+    pthread_mutex_lock(&ep->drv.mu);
     for (int i = 0; i < CHIP_EP_TASKS; i++)
-        if (ep->tasks[i].state != CHIP_TASK_FREE && ep->tasks[i].d.run_id == strata_run_id(b))
-            ep->tasks[i].d.lease.generation += 100;
-    pthread_mutex_unlock(&ep->mu);
+        if (ep->drv.tasks[i].state != CHIP_TASK_FREE && ep->drv.tasks[i].d.run_id == strata_run_id(b))
+            ep->drv.tasks[i].d.lease.generation += 100;
+    pthread_mutex_unlock(&ep->drv.mu);
     open_gate(f);
     assert_run_ok(a);
     assert_int_equal(strata_run_wait(b, WAIT_NS), STRATA_EENDPOINT);
