@@ -160,6 +160,12 @@ typedef struct st_endpoint_ops {
      * answered; returns its status with a message naming the child. Called with
      * no lock held, from the registering thread. May be NULL. */
     int (*registered)(st_endpoint *ep, const st_callable_info *callable);
+    /* Bring the child up at the parent's strata_worker_init, after the parent's
+     * shared arena was reserved and before any process child is forked or any
+     * engine thread started (a thread-hosted child Worker inits its inner
+     * worker here, so the processes below it see the parent's buffers).
+     * Idempotent (init may be retried). May be NULL: nothing to do. */
+    int (*start)(st_endpoint *ep);
 } st_endpoint_ops;
 
 /* Endpoint header: concrete endpoints embed this as their first member. */
