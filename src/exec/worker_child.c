@@ -70,7 +70,7 @@ int st_worker_child_run(strata_worker *inner, const char *label, const st_callab
     return rc == STRATA_OK ? STRATA_OK : STRATA_ETASK;
 }
 
-int st_worker_child_bring_up(const strata_child_config *cfg, const char *label,
+int st_worker_child_bring_up(const strata_child_config *cfg, const char *label, int init,
                              strata_worker **out) {
     strata_worker *inner = NULL;
     int rc = strata_worker_create(&cfg->worker, &inner);
@@ -85,7 +85,7 @@ int st_worker_child_bring_up(const strata_child_config *cfg, const char *label,
                          "%s: setup failed: %s", label, why);
         }
     }
-    if (rc == STRATA_OK)
+    if (rc == STRATA_OK && init)
         rc = strata_worker_init(inner);
     if (rc != STRATA_OK) {
         char keep[STRATA_ERRMSG_MAX];
@@ -106,6 +106,7 @@ typedef struct child_thread_ep {
     strata_worker *inner;
     pthread_t thread;
     int started;
+    int inited; /* the inner worker was initialised (at the parent's init) */
     uint32_t spin_ns;
     st_event mbox;      /* the mailbox word (transitions at the top of this file) */
     st_dispatch d;      /* valid while the word is TASK */
@@ -152,6 +153,20 @@ static void child_thread_stop(st_endpoint *base) {
     st_event_set(&ep->mbox, CHILD_STOP);
 }
 
+/* At the parent's init (its shared arena reserved, nothing forked yet): the
+ * inner worker starts, forking the processes below it, which so see the
+ * parent's buffers. */
+static int child_thread_start(st_endpoint *base) {
+    child_thread_ep *ep = (child_thread_ep *)base;
+    if (ep->inited)
+        return STRATA_OK;
+    int rc = strata_worker_init(ep->inner);
+    if (rc != STRATA_OK)
+        return st_fail_prefix(rc, ep->base.label);
+    ep->inited = 1;
+    return STRATA_OK;
+}
+
 static void child_thread_destroy(st_endpoint *base) {
     child_thread_ep *ep = (child_thread_ep *)base;
     if (ep->started)
@@ -167,6 +182,8 @@ static const st_endpoint_ops child_thread_ops = {
     .stop = child_thread_stop,
     .destroy = child_thread_destroy,
     .lend = NULL,
+    .registered = NULL, /* the inner worker's callables are its own (setup registers them) */
+    .start = child_thread_start,
 };
 
 static void name_child(char *out, size_t cap, const strata_child_config *cfg, int worker_id) {
@@ -186,7 +203,9 @@ static int add_thread_child(strata_worker *parent, const strata_child_config *cf
         return st_fail_nomem("strata_worker_add_child: the child's endpoint", sizeof *ep);
     ep->base.ops = &child_thread_ops;
     ep->base.capacity = 1; /* one run at a time: a task is a whole run of the child */
-    int rc = st_worker_child_bring_up(cfg, name, &ep->inner);
+    /* Created and set up now (setup's errors surface here); initialised at
+     * the parent's init (child_thread_start). */
+    int rc = st_worker_child_bring_up(cfg, name, 0, &ep->inner);
     if (rc == STRATA_OK)
         rc = st_worker_add_endpoint(parent, &ep->base, worker_id);
     if (rc != STRATA_OK) {
@@ -229,7 +248,7 @@ static int worker_kind_init(void *arg, void **self) {
     if (!s)
         return st_fail_nomem("child Worker: its state", sizeof *s);
     snprintf(s->label, sizeof s->label, "%s", a->name);
-    int rc = st_worker_child_bring_up(&a->cfg, a->name, &s->inner);
+    int rc = st_worker_child_bring_up(&a->cfg, a->name, 1, &s->inner);
     if (rc != STRATA_OK) {
         st_free(s);
         return rc;

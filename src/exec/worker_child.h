@@ -13,9 +13,10 @@
 #include "core/endpoint.h"
 #include "strata/worker.h"
 
-/* Create the inner worker, run cfg->setup on it, init it. `label` names the
- * child in messages. STRATA_OK and *out, or the failure (nothing left). */
-int st_worker_child_bring_up(const strata_child_config *cfg, const char *label,
+/* Create the inner worker, run cfg->setup on it, and init it if `init`.
+ * `label` names the child in messages. STRATA_OK and *out, or the failure
+ * (nothing left). */
+int st_worker_child_bring_up(const strata_child_config *cfg, const char *label, int init,
                              strata_worker **out);
 
 /* Run the orchestration callable ci with args as one run of inner and wait

@@ -316,6 +316,16 @@ static void l4_with_process_children(void **state) {
     run_rounds(STRATA_HOST_PROCESS, STRATA_HOST_THREAD);
 }
 
+static void l4_with_thread_children_whose_subs_and_chips_are_processes(void **state) {
+    (void)state;
+    run_rounds(STRATA_HOST_THREAD, STRATA_HOST_PROCESS);
+}
+
+static void l4_with_process_children_whose_subs_and_chips_are_processes(void **state) {
+    (void)state;
+    run_rounds(STRATA_HOST_PROCESS, STRATA_HOST_PROCESS);
+}
+
 /* Registered on the L4 after init: the process children learn of it then. */
 static void an_orchestration_registered_after_init_reaches_process_children(void **state) {
     (void)state;
@@ -475,6 +485,8 @@ int main(void) {
         cmocka_unit_test(an_orchestration_registered_after_init_reaches_process_children),
         cmocka_unit_test(a_child_process_killed_mid_task),
         cmocka_unit_test(a_failing_setup_in_a_process_child_fails_init),
+        cmocka_unit_test(l4_with_thread_children_whose_subs_and_chips_are_processes),
+        cmocka_unit_test(l4_with_process_children_whose_subs_and_chips_are_processes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
