@@ -24,6 +24,9 @@
 #include "core/endpoint.h"
 #include "exec/chip_child.h"
 #include "exec/process_endpoint.h"
+#include "ipc/mailbox.h"
+#include "ipc/wire_args.h"
+#include "util/digest.h"
 #include "strata/chip.h"
 #include "strata/sim.h"
 #include "util/clock.h"
@@ -256,11 +259,186 @@ static void a_kernel_that_crashes_the_chip_process_fails_its_task_only(void **st
     close_l3(&f);
 }
 
+/* ---- The mailbox driven by the test, as the parent's endpoint would ---------------------
+ * A worker that is never initialised owns the callables and the chip's process
+ * endpoint; the test forks the chip's process and writes its task frames
+ * itself, so it sees every state a frame goes through. */
+
+typedef struct manual {
+    strata_worker *w;
+    int chip;
+    strata_callable hold, probe;
+    shared *sh;
+    st_proc_ep *p;
+    st_mbox *m;
+} manual;
+
+static void nap(void) {
+    struct timespec ts = {0, 200000};
+    nanosleep(&ts, NULL);
+}
+
+static void await_state(st_mbox_frame *f, uint32_t state) {
+    uint64_t deadline = st_deadline_after(WAIT_NS);
+    while (st_mbox_state_of(f) != state) {
+        if (st_now_ns() >= deadline)
+            fail_msg("frame state %u, expected %u", st_mbox_state_of(f), state);
+        nap();
+    }
+}
+
+static void open_manual(manual *t) {
+    memset(t, 0, sizeof *t);
+    t->sh = ts_shared_calloc(1, sizeof *t->sh);
+    strata_worker_config wc;
+    strata_worker_config_init(&wc);
+    assert_ok(strata_worker_create(&wc, &t->w));
+    strata_chip_config cc;
+    strata_chip_config_init(&cc);
+    cc.kernel_module = STRATA_SIM_TEST_KERNELS_PATH;
+    cc.host = STRATA_HOST_PROCESS;
+    assert_ok(strata_worker_add_chip(t->w, &cc, &t->chip));
+    strata_chip_program_desc d = {.name = "hold", .fn = hold_program, .user = t->sh};
+    assert_ok(strata_worker_register_chip_program(t->w, &d, &t->hold));
+    d = (strata_chip_program_desc){.name = "probe", .fn = probe_program, .user = t->sh};
+    assert_ok(strata_worker_register_chip_program(t->w, &d, &t->probe));
+    t->p = st_proc_ep_of(st_worker_next_endpoint(t->w, t->chip));
+    assert_non_null(t->p);
+    t->m = st_proc_ep_mbox(t->p);
+    assert_ok(st_proc_ep_spawn(t->p)); /* the chip opens in its process */
+    st_mbox_frame *ctl = st_mbox_control(t->m);
+    await_state(ctl, ST_MBOX_INIT_READY);
+    st_mbox_publish(ctl, ST_MBOX_IDLE);
+}
+
+/* Publish task `frame`: program `name` with scalar `sc`, identity {run, lease
+ * slot, generation 1, dispatch}, as the head's (TASK_READY) or staged
+ * (PREPARE_READY). */
+static void send_task(manual *t, uint32_t frame, const char *name, uint64_t sc, uint64_t run,
+                      uint32_t slot, uint32_t dispatch, int staged) {
+    st_mbox_frame *f = st_mbox_task(t->m, frame);
+    strata_task_args a;
+    strata_args_init(&a);
+    assert_ok(strata_args_add_scalar(&a, sc));
+    size_t used = 0;
+    assert_ok(st_wire_args_encode(&a, f->payload, ST_MBOX_ARGS_CAP, &used));
+    st_mbox_trailer tr = {.protocol = ST_MBOX_PROTOCOL,
+                          .run_id = run,
+                          .lease_slot = slot,
+                          .generation = 1,
+                          .dispatch_id = dispatch};
+    st_lease lease = {.slot = slot, .generation = 1};
+    st_digest dg = st_digest_callable(ST_CALLABLE_NEXT, name);
+    st_mbox_task_prepare(f, &tr, &lease, NULL, 0, dg.bytes);
+    f->payload_bytes = (uint32_t)used;
+    st_mbox_publish(f, staged ? ST_MBOX_PREPARE_READY : ST_MBOX_TASK_READY);
+    st_mbox_ring(&st_mbox_control(t->m)->child_bell);
+}
+
+static void activate(manual *t, uint32_t frame) {
+    assert_true(st_mbox_cas(st_mbox_task(t->m, frame), ST_MBOX_FRAME_STAGED, ST_MBOX_ACTIVATE));
+    st_mbox_ring(&st_mbox_control(t->m)->child_bell);
+}
+
+static void frame_error(manual *t, uint32_t frame, char *out, size_t cap) {
+    st_mbox_get_error(st_mbox_task(t->m, frame), out, cap);
+}
+
+static void close_manual(manual *t) {
+    atomic_store(&t->sh->gate, 1);
+    st_proc_ep_abandon(t->p); /* SHUTDOWN, then reaped */
+    strata_worker_destroy(t->w);
+    ts_shared_free(t->sh, 1, sizeof *t->sh);
+    assert_int_equal(waitpid(-1, NULL, WNOHANG), -1);
+}
+
+/* The successor's task is staged (validated, maybe prepared) while the head's
+ * task holds the chip; it launches only after activation, and only then is
+ * its acceptance word set. */
+static void a_staged_successor_launches_only_after_activation(void **state) {
+    (void)state;
+    manual t;
+    open_manual(&t);
+    send_task(&t, 0, "hold", 0, 1, 0, 1, 0);
+    send_task(&t, 1, "probe", 1, 2, 1, 2, 1);
+    st_mbox_frame *f1 = st_mbox_task(t.m, 1);
+    await_state(f1, ST_MBOX_FRAME_STAGED);
+    uint32_t disp = atomic_load(&f1->disposition);
+    assert_true(disp == ST_MBOX_DISP_VALIDATED_ONLY || disp == ST_MBOX_DISP_NATIVE_PREPARED);
+    assert_int_equal(atomic_load(&f1->accepted), 0);
+    assert_true(atomic_load(&t.sh->prepared[1]) <= 1);
+    atomic_store(&t.sh->gate, 1); /* the head finishes; the successor is still not activated */
+    await_state(st_mbox_task(t.m, 0), ST_MBOX_TASK_DONE);
+    assert_int_equal(atomic_load(&st_mbox_task(t.m, 0)->accepted), 1);
+    assert_int_equal(st_mbox_state_of(f1), ST_MBOX_FRAME_STAGED);
+    assert_int_equal(atomic_load(&f1->accepted), 0); /* never launched before activation */
+    activate(&t, 1);
+    await_state(f1, ST_MBOX_TASK_DONE);
+    assert_int_equal(atomic_load(&f1->accepted), 1);
+    assert_int_equal(atomic_load(&t.sh->prepared[1]), 1); /* prepared once */
+    close_manual(&t);
+}
+
+/* A staged frame whose identity changed before its activation poisons the
+ * chip: that task and every later one fail with the poison. */
+static void a_stale_identity_at_activation_poisons_the_process_chip(void **state) {
+    (void)state;
+    manual t;
+    open_manual(&t);
+    send_task(&t, 0, "hold", 0, 1, 0, 1, 0);
+    send_task(&t, 1, "probe", 1, 2, 1, 2, 1);
+    st_mbox_frame *f1 = st_mbox_task(t.m, 1);
+    await_state(f1, ST_MBOX_FRAME_STAGED);
+    atomic_store(&t.sh->gate, 1); /* the head's task completes; then its successor is the head */
+    await_state(st_mbox_task(t.m, 0), ST_MBOX_TASK_DONE);
+    f1->trailer.generation += 100; /* a stale holder: consistent, but not what was dispatched */
+    f1->lease.generation += 100;
+    activate(&t, 1);
+    await_state(f1, ST_MBOX_TASK_FAILED);
+    char err[ST_MBOX_ERR_BYTES];
+    frame_error(&t, 1, err, sizeof err);
+    ts_assert_mentions(err, "poisoned: stale identity at activation");
+    assert_int_equal(atomic_load(&f1->accepted), 0);
+    st_mbox_publish(f1, ST_MBOX_IDLE);
+    send_task(&t, 1, "probe", 3, 3, 0, 3, 0); /* later tasks are refused */
+    await_state(f1, ST_MBOX_TASK_FAILED);
+    frame_error(&t, 1, err, sizeof err);
+    ts_assert_mentions(err, "poisoned");
+    assert_int_equal(atomic_load(&t.sh->prepared[3]), 0);
+    close_manual(&t);
+}
+
+/* Shut down with a staged successor: it is released unlaunched, its frame
+ * finished exactly once, and the chip's process exits cleanly. */
+static void a_shutdown_with_a_staged_successor_releases_it_once(void **state) {
+    (void)state;
+    manual t;
+    open_manual(&t);
+    send_task(&t, 0, "hold", 0, 1, 0, 1, 0);
+    send_task(&t, 1, "probe", 1, 2, 1, 2, 1);
+    st_mbox_frame *f1 = st_mbox_task(t.m, 1);
+    await_state(f1, ST_MBOX_FRAME_STAGED);
+    atomic_store(&t.sh->gate, 1);
+    await_state(st_mbox_task(t.m, 0), ST_MBOX_TASK_DONE);
+    st_proc_ep_abandon(t.p); /* SHUTDOWN while the successor is staged */
+    assert_int_equal(st_mbox_state_of(f1), ST_MBOX_TASK_FAILED);
+    char err[ST_MBOX_ERR_BYTES];
+    frame_error(&t, 1, err, sizeof err);
+    ts_assert_mentions(err, "released unlaunched");
+    assert_int_equal(atomic_load(&f1->accepted), 0);
+    assert_true(atomic_load(&t.sh->prepared[1]) <= 1);
+    ts_assert_mentions(st_proc_ep_child(t.p)->why, "exited with status 0");
+    close_manual(&t);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(a_chip_task_round_trips_through_the_chip_process),
         cmocka_unit_test(chip_buffers_go_through_control_calls),
         cmocka_unit_test(a_kernel_that_crashes_the_chip_process_fails_its_task_only),
+        cmocka_unit_test(a_staged_successor_launches_only_after_activation),
+        cmocka_unit_test(a_stale_identity_at_activation_poisons_the_process_chip),
+        cmocka_unit_test(a_shutdown_with_a_staged_successor_releases_it_once),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
