@@ -12,6 +12,7 @@
  * No concurrency label: it forks (it runs under ASan+UBSan, not TSan).
  */
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -215,7 +216,7 @@ static void chip_buffers_go_through_control_calls(void **state) {
     /* errors come back from the chip's process, naming the chip and the call */
     strata_buffer *huge = NULL;
     assert_fails(STRATA_EDEVICE, "0 (chip sim:0): MALLOC",
-                 strata_worker_chip_malloc(f.w, f.chip, (size_t)1 << 46, &huge));
+                 strata_worker_chip_malloc(f.w, f.chip, SIZE_MAX - 8, &huge));
     assert_null(huge);
     st_endpoint *ep = chip_endpoint_of(&f);
     int rc = st_chip_child_free(ep, (void *)(uintptr_t)0x1000);
