@@ -260,6 +260,58 @@ static void a_kernel_that_crashes_the_chip_process_fails_its_task_only(void **st
     close_l3(&f);
 }
 
+/* ---- Staging through the engine ------------------------------------------------------ */
+
+static int hold_orch(strata_orch *o, void *arg) {
+    l3 *f = arg;
+    strata_task_args a;
+    strata_args_init(&a);
+    return strata_orch_submit_next_level(o, f->hold, &a, NULL, f->chip);
+}
+
+static int probe_orch(strata_orch *o, void *arg) {
+    l3 *f = arg;
+    strata_task_args a;
+    strata_args_init(&a);
+    STRATA_TRY(strata_args_add_scalar(&a, 1));
+    return strata_orch_submit_next_level(o, f->probe, &a, NULL, f->chip);
+}
+
+/* The engine stages the successor run's task on the process chip while the
+ * head's holds it: the task frame reaches FRAME_STAGED, unlaunched, and runs
+ * once its run is the head. */
+static void the_engine_stages_a_successor_on_a_process_chip(void **state) {
+    (void)state;
+    l3 f;
+    open_l3(&f);
+    strata_run *a, *b;
+    assert_ok(strata_worker_submit(f.w, hold_orch, &f, &a));
+    assert_ok(strata_worker_submit(f.w, probe_orch, &f, &b));
+    st_mbox *m = st_proc_ep_mbox(st_proc_ep_of(chip_endpoint_of(&f)));
+    st_mbox_frame *staged = NULL;
+    uint64_t deadline = st_deadline_after(WAIT_NS);
+    while (!staged) {
+        for (uint32_t i = 0; i < ST_MBOX_TASK_FRAMES; i++) {
+            st_mbox_frame *fr = st_mbox_task(m, i);
+            if (st_mbox_state_of(fr) == ST_MBOX_FRAME_STAGED &&
+                fr->trailer.run_id == strata_run_id(b))
+                staged = fr;
+        }
+        assert_true(st_now_ns() < deadline);
+        struct timespec ts = {0, 200000};
+        nanosleep(&ts, NULL);
+    }
+    assert_int_equal(atomic_load(&staged->accepted), 0);
+    assert_false(strata_run_done(a));
+    atomic_store(&f.sh->gate, 1);
+    assert_ok(strata_run_wait(a, WAIT_NS));
+    assert_ok(strata_run_wait(b, WAIT_NS));
+    assert_int_equal(atomic_load(&f.sh->prepared[1]), 1);
+    strata_run_release(a);
+    strata_run_release(b);
+    close_l3(&f);
+}
+
 /* ---- The mailbox driven by the test, as the parent's endpoint would ---------------------
  * A worker that is never initialised owns the callables and the chip's process
  * endpoint; the test forks the chip's process and writes its task frames
@@ -437,6 +489,7 @@ int main(void) {
         cmocka_unit_test(a_chip_task_round_trips_through_the_chip_process),
         cmocka_unit_test(chip_buffers_go_through_control_calls),
         cmocka_unit_test(a_kernel_that_crashes_the_chip_process_fails_its_task_only),
+        cmocka_unit_test(the_engine_stages_a_successor_on_a_process_chip),
         cmocka_unit_test(a_staged_successor_launches_only_after_activation),
         cmocka_unit_test(a_stale_identity_at_activation_poisons_the_process_chip),
         cmocka_unit_test(a_shutdown_with_a_staged_successor_releases_it_once),
