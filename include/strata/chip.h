@@ -55,7 +55,7 @@ typedef struct strata_chip_config {
     const char *kernel_module; /* kernel module shared object (sim), or NULL for none */
     uint32_t sim_cores;        /* simulated core threads (default 2) */
     uint32_t pipeline_depth;   /* 0: the backend's; 1: never overlap runs; 2 */
-    strata_host_mode host;     /* in an L3 worker: STRATA_HOST_THREAD (the only mode yet) */
+    strata_host_mode host;     /* in a worker: THREAD (default) or PROCESS (its own process) */
     /* Sim only: injection knobs (sim.h), copied at open; NULL = none. */
     const struct strata_sim_injection *sim;
 } strata_chip_config;
@@ -179,7 +179,7 @@ STRATA_API int strata_chip_poisoned(const strata_chip *chip);
 /* Finish every submitted run; returns the poison if any. The chip stays open. */
 STRATA_API int strata_chip_drain(strata_chip *chip);
 
-/* ---- Chips in an L3 worker (thread-hosted) --------------------------------------------
+/* ---- Chips in an L3 worker (cfg.host: a thread or a process) -------------------------
  * A chip added to a worker is a next-level child: tasks reach it through
  * strata_orch_submit_next_level(o, program, &args, &cfg, worker_id) (or a group),
  * run on it through its lane, and complete like any other task. Its device

@@ -181,6 +181,49 @@ STRATA_API uint64_t strata_orch_run_id(const strata_orch *o);
 /* Worker ids of next-level children in registration order. */
 STRATA_API int strata_worker_next_level_count(const strata_worker *w);
 
+/* ---- Child Workers (L4 and up) ------------------------------------------------
+ * A Worker's next-level children may be Workers themselves: an L4 Worker whose
+ * children are L3 Workers (each with its own chips and sub workers). A task for
+ * a child Worker is one whole run on that child: the orchestration callable it
+ * names builds the child's graph, and the task succeeds when that run
+ * completes; a failed run fails the task with the child run's error, so the
+ * message carries the whole path down (DESIGN §8). */
+
+/* Runs where the child lives (its own process when hosted there), before the
+ * child's strata_worker_init: add its chips and children, register its callables.
+ * Non-zero fails strata_worker_add_child (THREAD) or the parent's init (PROCESS),
+ * with strata_error_message() as left by the function. */
+typedef int (*strata_child_setup_fn)(strata_worker *child, void *user);
+
+typedef struct strata_child_config {
+    strata_worker_config worker; /* the child's own config (its level label: the parent's - 1) */
+    strata_host_mode host;       /* STRATA_HOST_THREAD: in this process; _PROCESS: its own */
+    strata_child_setup_fn setup; /* may be NULL (a child with sub workers only) */
+    void *setup_user;
+    const char *name; /* label in messages; NULL: "L<level> child <worker id>" */
+} strata_child_config;
+
+STRATA_API void strata_child_config_init(strata_child_config *cfg);
+
+/* Before strata_worker_init of the parent: the child becomes next-level worker
+ * *worker_id. A THREAD child is created, set up and initialised here; a PROCESS
+ * child is forked at the parent's strata_worker_init, which fails if the child's
+ * setup or init fails. The parent closes (and destroys) its children. */
+STRATA_API int strata_worker_add_child(strata_worker *parent, const strata_child_config *cfg,
+                                       int *worker_id);
+
+/* A callable a child Worker runs as one whole run: fn(o, user) builds the run's
+ * graph on the child (o is the child's). Before or after init; a PROCESS child
+ * learns of a callable registered after init before the call returns. */
+STRATA_API int strata_worker_register_orch(strata_worker *w, const char *name, strata_orch_fn fn,
+                                           void *user, strata_callable *out);
+
+/* In an orchestration function run for a next-level task of a parent: that
+ * task's arguments (its host tensors are the parent's buffers, shared at the
+ * same address; they may be handed to the child's own tasks as they are). NULL
+ * in a run submitted directly, and outside an orchestration function. */
+STRATA_API const strata_task_view *strata_orch_task_args(const strata_orch *o);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,7 +1,9 @@
 /* chip/run_lane.c - the ChipRunLane: FIFO owner of the native runs of one chip.
  *
- * Owns: the run FIFO (at most two, ordered by dispatch id), every run's lane
- * phase (QUEUED -> PREPARED -> LAUNCHED -> TERMINAL), the pull-based progress
+ * Owns: the run FIFO (at most two; activated runs first, then by dispatch
+ * id), every run's lane phase (QUEUED -> PREPARED -> LAUNCHED -> TERMINAL,
+ * and PREPARED -> QUEUED when an unactivated run yields its preparation to
+ * an activated one), the pull-based progress
  * that prepares, launches, polls and finalizes them, the poison, drain and
  * close. See run_lane.h for the contract.
  * Must never: call the ChipWorker for a run another thread is waiting on in
@@ -75,6 +77,7 @@ struct st_run_lane {
     uint32_t depth;
     st_lease_filter leases;     /* newest lease generation admitted per lease slot */
     uint64_t direct_generation; /* counter of unleased (direct) runs */
+    uint64_t yields;            /* native preparations given back (yield_unactivated) */
     st_error poison; /* STRATA_EPOISONED and the device failure's message, once poisoned */
     int closed;
     char label[ST_CHIP_LABEL_MAX];
@@ -135,6 +138,8 @@ typedef enum lane_transition {
     LANE_T_PREPARE, /* QUEUED -> PREPARED: the backend prepared it natively */
     LANE_T_LAUNCH,  /* PREPARED -> LAUNCHED: it crossed its launch fence */
     LANE_T_FINISH,  /* QUEUED | PREPARED | LAUNCHED -> TERMINAL: ok or failed */
+    LANE_T_YIELD,   /* PREPARED -> QUEUED: an unactivated run gave its native preparation
+                       back so an activated one can be prepared ahead of it (H1) */
     LANE_T_COUNT
 } lane_transition;
 
@@ -145,6 +150,7 @@ static const st_sm_rule lane_rules[LANE_T_COUNT] = {
     [LANE_T_FINISH] = {ST_SM_BIT(ST_LANE_QUEUED) | ST_SM_BIT(ST_LANE_PREPARED) |
                            ST_SM_BIT(ST_LANE_LAUNCHED),
                        ST_LANE_TERMINAL, "finish"},
+    [LANE_T_YIELD] = {ST_SM_BIT(ST_LANE_PREPARED), ST_LANE_QUEUED, "yield"},
 };
 static const st_sm lane_machine = {"lane run", lane_phase_names, 4, lane_rules, LANE_T_COUNT};
 
@@ -244,6 +250,33 @@ static void prepare_successor_if_eligible(st_run_lane *lane, st_lane_run *r) {
     run_drop(r);
 }
 
+/* An activated front must be prepared while an unactivated run behind it
+ * already holds a native preparation (it was prepared early behind a
+ * predecessor that has finished since): the device allows no second prepare
+ * beside a run that is not launched, so the unactivated one gives its
+ * preparation back (finalized once; it is prepared again later, as a
+ * successor or at its own activation) and the head's work goes first (H1).
+ * A finalize failure is a device failure: the run fails and the lane is
+ * poisoned. */
+static void yield_unactivated(st_run_lane *lane) {
+    for (uint32_t i = 1; i < lane->count; i++) {
+        st_lane_run *r = lane->fifo[i];
+        if (r->activated || r->phase != ST_LANE_PREPARED)
+            continue;
+        int rc = st_cw_finalize(lane->cw, &r->token);
+        if (rc != STRATA_OK) {
+            run_hold(r);
+            fail_run(r, rc);
+            poison_lane(lane, r);
+            retire(lane, r);
+            run_drop(r);
+            return;
+        }
+        lane_move(r, LANE_T_YIELD);
+        lane->yields++;
+    }
+}
+
 /* Move the front as far as it may go without waiting: fail it on a poisoned
  * lane, else prepare and launch it once activated. Never throws an error at
  * the caller; failures become the front's error. */
@@ -260,6 +293,8 @@ static void launch_front(st_run_lane *lane) {
             finish(lane, f);
         }
     } else if (f->activated && (f->phase == ST_LANE_QUEUED || f->phase == ST_LANE_PREPARED)) {
+        if (f->phase == ST_LANE_QUEUED)
+            yield_unactivated(lane);
         if (f->phase == ST_LANE_PREPARED || prepare_native(lane, f, 0) == PREPARE_OK) {
             int rc = st_cw_launch(lane->cw, &f->token);
             if (rc == STRATA_OK) {
@@ -522,7 +557,8 @@ static uint32_t free_slot(const st_run_lane *lane) {
 }
 
 /* Checks of a leased submit, in order (mu held). */
-static int check_leased(st_run_lane *lane, st_lease lease, uint64_t run_id, uint64_t dispatch_id) {
+static int check_leased(st_run_lane *lane, st_lease lease, uint64_t run_id, uint64_t dispatch_id,
+                        int activated) {
     STRATA_TRY(require_usable(lane));
     if (!st_lease_valid(lease))
         return st_fail(STRATA_EINVAL,
@@ -547,7 +583,7 @@ static int check_leased(st_run_lane *lane, st_lease lease, uint64_t run_id, uint
         return st_fail(STRATA_ECAPACITY,
                        "%s: capacity exceeded before native preparation (%u runs queued)",
                        lane->label, lane->count);
-    if (lane->count && lane->fifo[0]->phase == ST_LANE_LAUNCHED &&
+    if (activated && lane->count && lane->fifo[0]->phase == ST_LANE_LAUNCHED &&
         dispatch_id < lane->fifo[0]->dispatch_id)
         return st_fail(STRATA_ESTATE,
                        "%s: dispatch_id %" PRIu64
@@ -556,16 +592,42 @@ static int check_leased(st_run_lane *lane, st_lease lease, uint64_t run_id, uint
     return STRATA_OK;
 }
 
-/* Insert ordered by dispatch id, after equal ids (mu held; room checked). */
+/* Whether r goes ahead of q in the FIFO: activated runs first, then by
+ * dispatch id (after equal ids); a launched run is never passed. */
+static int goes_ahead(const st_lane_run *r, const st_lane_run *q) {
+    if (q->phase == ST_LANE_LAUNCHED || q->in_wait)
+        return 0;
+    if (r->activated != q->activated)
+        return r->activated;
+    return q->dispatch_id > r->dispatch_id;
+}
+
+/* Insert in FIFO order: activated first, then by dispatch id (mu held; room
+ * checked). This is the order that keeps a staged (unactivated) successor
+ * from ever standing ahead of the head run's later work (hazard H1: the head
+ * could never finish, so the successor would never be activated). */
 static void insert_ordered(st_run_lane *lane, st_lane_run *r) {
     uint32_t at = lane->count;
-    while (at > 0 && lane->fifo[at - 1]->dispatch_id > r->dispatch_id) {
+    while (at > 0 && goes_ahead(r, lane->fifo[at - 1])) {
         lane->fifo[at] = lane->fifo[at - 1];
         at--;
     }
     lane->fifo[at] = r;
     lane->count++;
     pthread_cond_broadcast(&lane->cv);
+}
+
+/* r was activated: move it ahead of the unactivated runs (mu held). */
+static void reorder_activated(st_run_lane *lane, st_lane_run *r) {
+    for (uint32_t i = 0; i < lane->count; i++) {
+        if (lane->fifo[i] != r)
+            continue;
+        for (uint32_t j = i + 1; j < lane->count; j++)
+            lane->fifo[j - 1] = lane->fifo[j];
+        lane->count--;
+        insert_ordered(lane, r);
+        return;
+    }
 }
 
 /* After a run entered the FIFO: launch it if it is the front, else maybe
@@ -587,7 +649,7 @@ int st_lane_submit_leased(st_run_lane *lane, const st_lane_request *req, st_leas
     *out = NULL;
     STRATA_TRY(validate_request(req));
     pthread_mutex_lock(&lane->mu);
-    int rc = check_leased(lane, lease, run_id, dispatch_id);
+    int rc = check_leased(lane, lease, run_id, dispatch_id, activated);
     st_lane_run *r = rc == STRATA_OK ? new_run(lane, req) : NULL;
     if (rc == STRATA_OK && !r)
         rc = lane_nomem(lane);
@@ -666,7 +728,10 @@ int st_lane_activate(st_lane_run *r) {
         pthread_mutex_unlock(&lane->mu);
         return status;
     }
-    r->activated = 1;
+    if (!r->activated) {
+        r->activated = 1;
+        reorder_activated(lane, r);
+    }
     launch_front(lane);
     if (lane->count == 2 && lane->fifo[0] == r)
         prepare_successor_if_eligible(lane, lane->fifo[1]);
@@ -776,6 +841,25 @@ st_lane_phase st_lane_run_phase(st_lane_run *r) {
     st_lane_phase p = r->phase;
     pthread_mutex_unlock(&r->lane->mu);
     return p;
+}
+
+st_lease st_lane_run_lease(const st_lane_run *r) {
+    return r->lease;
+}
+
+uint64_t st_lane_run_dispatch_id(const st_lane_run *r) {
+    return r->dispatch_id;
+}
+
+void st_lane_run_retain(st_lane_run *r) {
+    run_hold(r);
+}
+
+uint64_t st_lane_yields(st_run_lane *lane) {
+    pthread_mutex_lock(&lane->mu);
+    uint64_t n = lane->yields;
+    pthread_mutex_unlock(&lane->mu);
+    return n;
 }
 
 uint64_t st_lane_run_id(const st_lane_run *r) {

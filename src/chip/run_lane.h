@@ -1,10 +1,11 @@
 /* chip/run_lane.h - the ChipRunLane: FIFO owner of the native runs of one chip.
  *
  * Owns: admission (leased submits that never block, direct submits that
- * block for capacity), the order of at most two runs by dispatch id,
- * activation, abandon, early preparation of a successor, launching the front
- * right after its predecessor is finalized, waiting with deadlines, the
- * sticky poison, drain and close (DESIGN §7.3).
+ * block for capacity), the order of at most two runs (activated first, then
+ * by dispatch id: a staged successor never stands ahead of the head's later
+ * work, hazard H1), activation, abandon, early preparation of a successor,
+ * launching the front right after its predecessor is finalized, waiting with
+ * deadlines, the sticky poison, drain and close (DESIGN §7.3).
  * Must never: launch anything but the activated front, prepare a successor
  * unless the front is launched, the backend allows it and neither run asks
  * for diagnostics, block in a leased submit, or let two threads drive the
@@ -50,19 +51,26 @@ int st_lane_create(st_chip_worker *cw, st_run_lane **out);
 /* Close (reporting nothing) and drop the owner's reference. */
 void st_lane_release(st_run_lane *lane);
 
-/* Never blocks. `lease` is the pipeline lease of the run the work belongs to
+/* Never blocks. The run goes behind every activated run that is launched
+ * or has a lower dispatch id, and ahead of every unactivated one if it is
+ * activated itself (activated first, then dispatch id). An activated run
+ * that must be prepared while an unactivated one behind it holds a native
+ * preparation takes it over: the unactivated one is finalized (once) and
+ * prepared again later (st_lane_yields counts these).
+ * `lease` is the pipeline lease of the run the work belongs to
  * (util/lease.h): several runs of one lease may be queued at once (the tasks
  * of one engine run), an older generation of a slot is stale. The lane picks
  * the native run storage itself. Rejects (nothing enqueued): closed or
  * poisoned lane, an invalid lease, a stale generation, a duplicate
  * run/dispatch identity, no room (two runs, or as many as the chip's depth),
- * a dispatch id before a launched front. A run that fails after admission is
+ * an activated run with a dispatch id before a launched front. A run that fails after admission is
  * still returned (its error surfaces at wait). */
 int st_lane_submit_leased(st_run_lane *lane, const st_lane_request *req, st_lease lease,
                           uint64_t run_id, uint64_t dispatch_id, int activated, st_lane_run **out);
 /* Blocks (in the device wait of the front) until the run can be admitted. */
 int st_lane_submit_direct(st_run_lane *lane, const st_lane_request *req, st_lane_run **out);
 
+/* The run may launch once it is the front; it moves ahead of unactivated runs. */
 int st_lane_activate(st_lane_run *run);
 /* Refused for a launched run; a terminal run is left as it is. */
 int st_lane_abandon(st_lane_run *run);
@@ -76,6 +84,11 @@ int st_lane_run_launched(st_lane_run *run);
 strata_chip_disposition st_lane_run_disposition(st_lane_run *run);
 st_lane_phase st_lane_run_phase(st_lane_run *run);
 uint64_t st_lane_run_id(const st_lane_run *run);
+/* The identity it was admitted with (a leased run: its pipeline lease and dispatch id). */
+st_lease st_lane_run_lease(const st_lane_run *run);
+uint64_t st_lane_run_dispatch_id(const st_lane_run *run);
+/* One more reference on the handle (dropped with st_lane_run_release). */
+void st_lane_run_retain(st_lane_run *run);
 /* The native run storage slot the run uses. */
 uint32_t st_lane_run_slot(const st_lane_run *run);
 void st_lane_run_release(st_lane_run *run);
@@ -84,6 +97,8 @@ int st_lane_poisoned(st_run_lane *lane);
 /* 1 if a queued or live run uses the program. */
 int st_lane_program_in_use(st_run_lane *lane, uint32_t program);
 uint32_t st_lane_count(st_run_lane *lane);
+/* Native preparations unactivated runs gave back to an activated run so far. */
+uint64_t st_lane_yields(st_run_lane *lane);
 int st_lane_drain(st_run_lane *lane);
 /* Idempotent; refuses later submits; reports the poison on every call. */
 int st_lane_close(st_run_lane *lane);

@@ -1,13 +1,16 @@
-/* core/dispatch.c - handing the head run's ready tasks to endpoints (DESIGN
- * §5.5, §6).
+/* core/dispatch.c - handing the head run's ready tasks, and staged tasks of
+ * its successor, to endpoints (DESIGN §5.4, §5.5, §6).
  *
  * Owns: the order of dispatch (next-level groups, all-or-nothing, then
- * singles up to each endpoint's capacity, then sub tasks), the choice of an
- * idle sub worker, the READY -> RUNNING claim at the instant of dispatch, and
- * which sub worker the calling thread hosts.
+ * singles up to each endpoint's capacity, then staged tasks of the successor
+ * run, then sub tasks), the choice of an idle sub worker, the READY ->
+ * RUNNING claim at the instant of dispatch, and which sub worker the calling
+ * thread hosts.
  * Must never: dispatch a task without that claim, dispatch work of a run that
- * is not the head, or call into an endpoint's blocking paths (dispatch runs
- * under the engine lock).
+ * is not the head except staged single next-level tasks of the successor
+ * (core/endpoint.h, "Staging"), take an endpoint's last record for a staged
+ * task, or call into an endpoint's blocking paths (dispatch runs under the
+ * engine lock).
  */
 #include <sched.h>
 #include <stdatomic.h>
@@ -59,7 +62,7 @@ static void drop_gone_idle_subs(strata_worker *w) {
 }
 
 static void dispatch_member(strata_worker *w, st_slot *s, uint16_t m, st_endpoint *ep,
-                            uint32_t dispatch_id, int caller_cpu) {
+                            uint32_t dispatch_id, int caller_cpu, int staged) {
     s->member_state[m] = ST_MEMBER_RUNNING;
     st_dispatch d = {
         .ref = st_ref_of(s),
@@ -69,6 +72,7 @@ static void dispatch_member(strata_worker *w, st_slot *s, uint16_t m, st_endpoin
         .dispatch_id = dispatch_id,
         .caller_cpu = caller_cpu,
         .lendable = s->nmembers == 1,
+        .staged = staged,
         .callable = st_registry_at(&w->callables, s->callable), /* checked at submit */
         .args = &s->args[m],
         .cfg = &s->cfg,
@@ -113,7 +117,7 @@ static void dispatch_next_groups(strata_worker *w, st_run *r) {
         for (uint16_t m = 0; m < s->nmembers; m++) {
             st_next_state *ns = &w->next[s->targets[m]];
             ns->inflight++;
-            dispatch_member(w, s, m, ns->ep, ++ns->dispatched, -1);
+            dispatch_member(w, s, m, ns->ep, ++ns->dispatched, -1, 0);
         }
     }
 }
@@ -130,7 +134,47 @@ static void dispatch_next_singles(strata_worker *w, st_run *r) {
             if (!take_for_dispatch(w, &r->directed_q[i], s))
                 continue;
             ns->inflight++;
-            dispatch_member(w, s, 0, ns->ep, ++ns->dispatched, -1);
+            dispatch_member(w, s, 0, ns->ep, ++ns->dispatched, -1, 0);
+        }
+    }
+}
+
+/* How many staged tasks endpoint ns takes: its own setting, kept below its
+ * capacity so one record always stays for head-run work. */
+static int staging_limit(const st_next_state *ns) {
+    int lim = ns->ep->staging;
+    return lim < ns->capacity ? lim : ns->capacity - 1;
+}
+
+/* Stage the successor's ready single next-level tasks (core/endpoint.h,
+ * "Staging"): after the head's own next-level work, on endpoints that stage,
+ * have room and are not reserved by a blocked head group, at most
+ * staging_limit() per endpoint for this successor. The front of each queue
+ * only: a diagnostics task there is left for after activation, and so is
+ * what stands behind it (the run's dispatch order on an endpoint is kept). */
+static void stage_successor(strata_worker *w, st_run *r) {
+    uint32_t ph = atomic_load_explicit(&r->phase.value, memory_order_relaxed);
+    if ((ph != ST_RUN_BUILDING && ph != ST_RUN_PREPARED) || st_run_failed(r))
+        return;
+    for (int i = 0; i < w->nnext; i++) {
+        st_next_state *ns = &w->next[i];
+        if (w->reserved[i] || ns->ep->staging <= 0)
+            continue;
+        if (ns->staged_run != r->id) {
+            ns->staged_run = r->id;
+            ns->nstaged = 0;
+        }
+        int lim = staging_limit(ns);
+        st_slot *s;
+        while (ns->nstaged < lim && st_next_has_room(ns) &&
+               (s = front_ready(w, &r->directed_q[i])) != NULL) {
+            if (s->cfg.flags & STRATA_CALL_DIAGNOSTICS)
+                break;
+            if (!take_for_dispatch(w, &r->directed_q[i], s))
+                continue;
+            ns->inflight++;
+            ns->nstaged++;
+            dispatch_member(w, s, 0, ns->ep, ++ns->dispatched, -1, 1);
         }
     }
 }
@@ -189,7 +233,7 @@ static void dispatch_subs(strata_worker *w, st_run *r) {
                 if (atomic_load_explicit(&ss->ep->last_cpu, memory_order_relaxed) == here)
                     atomic_store_explicit(&r->caller_shares_core, 1, memory_order_relaxed);
             }
-            dispatch_member(w, s, m, ss->ep, ++ss->dispatched, caller_cpu);
+            dispatch_member(w, s, m, ss->ep, ++ss->dispatched, caller_cpu, 0);
         }
     }
 }
@@ -202,6 +246,8 @@ void st_dispatch_ready(strata_worker *w) {
         memset(w->reserved, 0, sizeof *w->reserved * (size_t)w->nnext);
         dispatch_next_groups(w, r);
         dispatch_next_singles(w, r);
+        if (r->fifo_next)
+            stage_successor(w, r->fifo_next);
     }
     dispatch_subs(w, r);
 }

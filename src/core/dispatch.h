@@ -10,7 +10,8 @@
 #include "core/endpoint.h"
 #include "strata/worker.h"
 
-/* Dispatch the head run's ready tasks to endpoints with room. Lock held. */
+/* Dispatch the head run's ready tasks to endpoints with room, then stage
+ * the successor's (core/endpoint.h, "Staging"). Lock held. */
 void st_dispatch_ready(strata_worker *w);
 
 /* The sub worker endpoint the calling thread hosts (st_endpoint_bind_thread), or NULL. */

@@ -23,7 +23,13 @@ typedef struct strata_worker st_engine; /* the engine is the worker */
 typedef struct st_endpoint st_endpoint;
 
 /* What a callable is, as the engine and the endpoints see it. */
-typedef enum st_callable_kind { ST_CALLABLE_SUB = 0, ST_CALLABLE_NEXT = 1 } st_callable_kind;
+/* ORCH: a next-level callable a child Worker runs as one whole run of its own
+ * (strata_worker_register_orch); it goes where NEXT callables go. */
+typedef enum st_callable_kind {
+    ST_CALLABLE_SUB = 0,
+    ST_CALLABLE_NEXT = 1,
+    ST_CALLABLE_ORCH = 2
+} st_callable_kind;
 
 /* Callables of one worker: their ids are 0 .. ST_MAX_CALLABLES-1, so an
  * endpoint may index its own per-callable state by id. */
@@ -42,6 +48,15 @@ typedef struct st_callable_info {
                          process child finds its own entry */
 } st_callable_info;
 
+/* The function of an ORCH callable: kept in `program` (as a chip program's is). */
+static inline strata_orch_fn st_callable_orch(const st_callable_info *ci) {
+    strata_orch_fn fn = NULL;
+    _Static_assert(sizeof fn == sizeof ci->program, "a function fits a pointer");
+    if (ci->kind == ST_CALLABLE_ORCH)
+        __builtin_memcpy(&fn, &ci->program, sizeof fn);
+    return fn;
+}
+
 /* One unit of work handed to an endpoint: a whole task or one group member. */
 typedef struct st_dispatch {
     uint64_t ref; /* task reference: slot index | generation << 32 */
@@ -54,6 +69,10 @@ typedef struct st_dispatch {
                              a worker on the same CPU yields early instead of spinning */
     int lendable;         /* a single task (not a group member): a waiting thread may run
                              it if the endpoint has not started it (ops->lend) */
+    int staged;           /* 1: its run is not the head yet (a staged successor): the
+                             endpoint may take, validate and prepare it, never launch it
+                             before activate(run_id); 0: its run is the head (see
+                             "Staging" below) */
     const st_callable_info *callable;
     const strata_task_args *args;  /* valid until the completion is posted; only up to
                                       its last used tensor: copy with strata_args_copy */
@@ -75,6 +94,46 @@ typedef struct st_completion {
      * task, so the size costs memory per endpoint only. */
     char msg[STRATA_ERRMSG_MAX];
 } st_completion;
+
+/* ---- Staging: tasks of the successor run (DESIGN §5.4) ------------------------------------
+ * With pipeline_depth 2 the engine may dispatch tasks of the successor run
+ * (second in the FIFO, BUILDING or PREPARED, not failed) before it is the
+ * head, to a next-level endpoint whose `staging` is above 0:
+ *   - only READY single next-level tasks: never a group, a sub task or a task
+ *     with STRATA_CALL_DIAGNOSTICS (its setup may touch state shared with the
+ *     running task); only after the head's own work was dispatched, and never
+ *     to an endpoint a blocked head group reserved;
+ *   - at most min(staging, capacity - 1) per endpoint per successor run, so
+ *     at least one of the endpoint's records is always left to head-run
+ *     work: a head task that becomes ready later waits at most for the head's
+ *     own tasks there, never for a staged one;
+ *   - such a dispatch has staged = 1, its run's run_id, lease and the next
+ *     dispatch_id of the endpoint (dispatch ids of an endpoint only grow,
+ *     staged or not).
+ * The endpoint's side of the contract:
+ *   1. Never launch a staged task before activate(ep, run_id) named its run
+ *      (activate(ep, id) activates every task of runs <= id). It may ship,
+ *      validate and natively prepare it meanwhile, where the chip allows.
+ *   2. Order its lane "activated first, then dispatch id": a head task
+ *      dispatched after a staged one runs before it (hazard H1: else the head
+ *      could never finish, and the staged task would never be activated). A
+ *      staged task never takes the last place a head task needs (a chip of
+ *      depth 1 keeps it out of its lane until activation).
+ *   3. Never block on a staged task (no device wait before activation).
+ *   4. At activation, check the identity it holds for the task (run id,
+ *      lease slot and generation, dispatch id) against the dispatch; on a
+ *      mismatch poison itself: fail that task and every later one as
+ *      STRATA_EENDPOINT with a message naming both identities, and reject
+ *      every later dispatch as STRATA_EENDPOINT.
+ *   5. Complete a staged task exactly once, like any task, and release what
+ *      it prepared exactly once. The engine activates a staged task's run
+ *      even when that run failed meanwhile (it becomes the head once the
+ *      head retires, and its running tasks finish), so a staged task is not
+ *      left behind by a failure; on stop, a staged task not yet activated is
+ *      released unlaunched and completed as STRATA_EENDPOINT.
+ * The engine's side: activate(ep, run_id) is called on every next-level
+ * endpoint when a run becomes the head, before any dispatch of that run
+ * with staged = 0. */
 
 typedef struct st_endpoint_ops {
     /* Start executing d. Must not block for long. On rejection, complete d as
@@ -104,6 +163,12 @@ typedef struct st_endpoint_ops {
      * answered; returns its status with a message naming the child. Called with
      * no lock held, from the registering thread. May be NULL. */
     int (*registered)(st_endpoint *ep, const st_callable_info *callable);
+    /* Bring the child up at the parent's strata_worker_init, after the parent's
+     * shared arena was reserved and before any process child is forked or any
+     * engine thread started (a thread-hosted child Worker inits its inner
+     * worker here, so the processes below it see the parent's buffers).
+     * Idempotent (init may be retried). May be NULL: nothing to do. */
+    int (*start)(st_endpoint *ep);
 } st_endpoint_ops;
 
 /* Endpoint header: concrete endpoints embed this as their first member. */
@@ -113,6 +178,8 @@ struct st_endpoint {
     int is_sub;           /* 1: interchangeable sub worker; 0: next-level (directed) */
     int worker_id;        /* next-level worker id, or sub worker index */
     int capacity;         /* tasks it may hold at once (0 means 1); next-level only */
+    int staging;          /* staged tasks it takes at once (0: none); next-level only; the
+                             engine uses at most capacity - 1 of them (see "Staging") */
     _Atomic int last_cpu; /* sub workers: the CPU they last waited on (-1 unknown) */
     _Atomic int gone;     /* 1 once the child is known dead (st_endpoint_gone): the engine
                              hands a gone sub worker no more tasks while another one lives */
@@ -202,6 +269,12 @@ int st_worker_add_endpoint(strata_worker *w, st_endpoint *ep, int *worker_id_out
 
 /* Next-level endpoint `worker_id` of w, or NULL if there is none (takes the engine lock). */
 st_endpoint *st_worker_next_endpoint(strata_worker *w, int worker_id);
+
+/* A run of w built by fn(o, arg) for a next-level task of a parent worker
+ * whose arguments are *task_args (strata_orch_task_args answers them while fn
+ * runs; NULL: none). Otherwise strata_worker_submit. */
+int st_worker_submit_task(strata_worker *w, strata_orch_fn fn, void *arg,
+                          const strata_task_view *task_args, strata_run **out);
 
 /* Register a next-level callable (a test function, or a chip program). */
 int st_register_next_level(strata_worker *w, const char *name, strata_sub_fn fn, void *user,

@@ -69,6 +69,9 @@ struct strata_orch {
     uint32_t frame_start[STRATA_MAX_SCOPE_DEPTH];
     uint64_t *scope_refs; /* references held by open scopes, innermost last */
     uint32_t nscope_refs, cap_scope_refs;
+
+    /* The parent's task this run executes (strata_orch_task_args), or NULL. */
+    const strata_task_view *task_args;
 };
 
 typedef struct st_next_state {
@@ -76,6 +79,8 @@ typedef struct st_next_state {
     int inflight; /* tasks dispatched and not yet completed */
     int capacity; /* the endpoint's capacity (>= 1), fixed when added */
     uint32_t dispatched;
+    uint64_t staged_run; /* the successor run nstaged counts for (core/dispatch.c) */
+    int nstaged;         /* tasks of staged_run dispatched staged (never decreases: a bound) */
 } st_next_state;
 
 typedef struct st_sub_state {

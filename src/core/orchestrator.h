@@ -46,7 +46,9 @@ static inline int st_check_callable(strata_worker *w, strata_callable fn, st_cal
     const st_callable_info *ci = st_registry_get(&w->callables, fn);
     if (!ci)
         return st_fail(STRATA_EINVAL, "%s: unknown callable %d", what, fn);
-    if (ci->kind != kind)
+    /* An orchestration callable is a next-level one (a child Worker runs it). */
+    st_callable_kind k = ci->kind == ST_CALLABLE_ORCH ? ST_CALLABLE_NEXT : ci->kind;
+    if (k != kind)
         return st_fail(STRATA_EINVAL, "%s: callable '%s' is a %s callable", what, ci->name,
                        kind == ST_CALLABLE_SUB ? "next-level" : "sub");
     return STRATA_OK;

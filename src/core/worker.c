@@ -261,7 +261,7 @@ static int register_callable(strata_worker *w, const char *name, st_callable_kin
     if (len == 0 || len >= sizeof((st_callable_info *)0)->name)
         return st_fail(STRATA_EINVAL, "%s: name must be 1..%zu characters", what,
                        sizeof((st_callable_info *)0)->name - 1);
-    if (kind == ST_CALLABLE_SUB && !fn)
+    if ((kind == ST_CALLABLE_SUB && !fn) || (kind == ST_CALLABLE_ORCH && !program))
         return st_fail(STRATA_EINVAL, "%s: '%s': function is NULL", what, name);
     st_callable_info *ci = st_calloc(1, sizeof *ci);
     if (!ci) {
@@ -305,6 +305,14 @@ int st_register_next_level(strata_worker *w, const char *name, strata_sub_fn fn,
                            void *program, strata_callable *out) {
     return register_callable(w, name, ST_CALLABLE_NEXT, fn, user, program, out,
                              "register next-level callable");
+}
+
+int strata_worker_register_orch(strata_worker *w, const char *name, strata_orch_fn fn, void *user,
+                                strata_callable *out) {
+    void *program = NULL; /* the function, kept as a chip program's is (st_callable_orch) */
+    memcpy(&program, &fn, sizeof program);
+    return register_callable(w, name, ST_CALLABLE_ORCH, NULL, user, program, out,
+                             "strata_worker_register_orch");
 }
 
 void st_task_label(strata_worker *w, st_slot *s, char *buf, size_t n) {
@@ -488,6 +496,15 @@ void strata_worker_destroy(strata_worker *w) {
 /* ---- a run begins ------------------------------------------------------- */
 
 int strata_worker_submit(strata_worker *w, strata_orch_fn fn, void *arg, strata_run **out) {
+    return st_worker_submit_task(w, fn, arg, NULL, out);
+}
+
+const strata_task_view *strata_orch_task_args(const strata_orch *o) {
+    return o && o->run ? o->task_args : NULL;
+}
+
+int st_worker_submit_task(strata_worker *w, strata_orch_fn fn, void *arg,
+                          const strata_task_view *task_args, strata_run **out) {
     if (!w || !fn || !out)
         return st_fail(STRATA_EINVAL, "strata_worker_submit: worker, fn and out must not be NULL");
     *out = NULL;
@@ -509,6 +526,7 @@ int strata_worker_submit(strata_worker *w, strata_orch_fn fn, void *arg, strata_
     o->depth = 1; /* the run's outer scope */
     o->frame_start[0] = 0;
     o->nscope_refs = 0;
+    o->task_args = task_args;
     st_engine_unlock(w);
 
     tls_orchestrating = w;
@@ -525,6 +543,7 @@ int strata_worker_submit(strata_worker *w, strata_orch_fn fn, void *arg, strata_
     else
         st_run_close_submission(w, r);
     o->run = NULL;
+    o->task_args = NULL;
     st_sched_pass(w);
     st_engine_unlock(w);
     *out = r;

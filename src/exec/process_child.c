@@ -218,7 +218,7 @@ static int do_register(st_mbox_frame *ctl, const st_proc_kind *kind) {
     st_wire_callable w;
     memcpy(&w, ctl->payload, sizeof w);
     if (memchr(w.name, '\0', sizeof w.name) == NULL || w.name[0] == '\0' ||
-        (w.kind != ST_CALLABLE_SUB && w.kind != ST_CALLABLE_NEXT))
+        (w.kind != ST_CALLABLE_SUB && w.kind != ST_CALLABLE_NEXT && w.kind != ST_CALLABLE_ORCH))
         return st_fail(STRATA_EINVAL, "%s: REGISTER: malformed description", who);
     st_callable_info *ci = st_calloc(1, sizeof *ci);
     if (!ci)

@@ -250,11 +250,11 @@ static void reject(st_proc_ep *p, const st_dispatch *d, int status, const char *
     st_endpoint_complete_with(&p->base, c, d, status, "%s", why);
 }
 
-/* Until st_dispatch says whether the task's run is the head yet, every run
- * dispatched is the head (the engine dispatches nothing else). */
+/* A staged dispatch (its run is not the head yet: core/endpoint.h, Staging)
+ * is published PREPARE_READY; the child may validate and prepare it, never
+ * launch it before activation. */
 static int dispatch_staged(const st_dispatch *d) {
-    (void)d;
-    return 0;
+    return d->staged;
 }
 
 static void proc_dispatch(st_endpoint *ep, const st_dispatch *d) {
@@ -317,7 +317,7 @@ static void proc_activate(st_endpoint *ep, uint64_t run_id) {
     st_mutex_lock(&p->lock);
     for (uint32_t i = 0; i < p->nframes; i++) {
         proc_rec *rec = &p->recs[i];
-        if (!rec->busy || !rec->staged || rec->trailer.run_id != run_id)
+        if (!rec->busy || !rec->staged || rec->trailer.run_id > run_id) /* runs <= run_id */
             continue;
         st_mbox_frame *f = st_mbox_task(p->m, i);
         if (st_mbox_cas(f, ST_MBOX_PREPARE_READY, ST_MBOX_TASK_READY) ||
@@ -366,6 +366,8 @@ static void shut_down(st_proc_ep *p) {
 static void proc_destroy(st_endpoint *ep) {
     st_proc_ep *p = (st_proc_ep *)ep;
     shut_down(p);
+    if (p->cfg.kind->release)
+        p->cfg.kind->release(p->cfg.kind_arg);
     st_shm_destroy(&p->shm);
     pthread_mutex_destroy(&p->ctl_mu);
     st_free(p);

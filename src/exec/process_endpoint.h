@@ -73,6 +73,10 @@ typedef struct st_proc_kind {
     /* Shutdown: finish or fail every task the kind still holds (each frame
      * ends TASK_DONE or TASK_FAILED exactly once), then tear down. */
     void (*shutdown)(void *self, st_mbox *m);
+    /* In the parent, when the endpoint is destroyed (its child reaped) or its
+     * creation failed after st_proc_ep_create: free kind_arg. Never called in
+     * a child. May be NULL (kind_arg not owned by the endpoint). */
+    void (*release)(void *kind_arg);
 } st_proc_kind;
 
 /* ---- Child side (called by kinds from the child process) ---- */

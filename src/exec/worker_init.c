@@ -3,9 +3,11 @@
  *
  * Owns: the choice of endpoint for sub workers by sub_mode (threads of this
  * process, or process children: exec/sub_child.c), and bringing up every
- * process child before the engine's first thread: the sub children forked by
- * their factory, then each pending process next-level child (chips, child
- * Workers added before init), then a bounded wait for all of them. It lives
+ * child before the engine's first thread: the sub children forked by their
+ * factory, then the thread-hosted next-level children that start at init
+ * (child Workers: ops->start), then each pending process next-level child
+ * (chips, child Workers added before init), then a bounded wait for all of
+ * them. It lives
  * in exec/ because it names concrete endpoints, which the engine (core/) must
  * not know.
  * Must never: start an engine thread (core's st_worker_start does, after
@@ -26,6 +28,18 @@ static int has_process_children(strata_worker *w) {
     return 0;
 }
 
+/* Next-level children that start at init (child Workers): the subtree below
+ * them may hold processes, which must see this worker's buffers. */
+static int has_started_children(strata_worker *w) {
+    int n = strata_worker_next_level_count(w);
+    for (int i = 0; i < n; i++) {
+        st_endpoint *ep = st_worker_next_endpoint(w, i);
+        if (ep && ep->ops->start)
+            return 1;
+    }
+    return 0;
+}
+
 static void abandon_next_level(strata_worker *w) {
     int n = strata_worker_next_level_count(w);
     for (int i = 0; i < n; i++)
@@ -38,6 +52,11 @@ static int start_children(st_engine *e, st_endpoint *const *subs, int nsubs,
     uint64_t deadline = st_deadline_after(port->startup_timeout_ns);
     int n = strata_worker_next_level_count(e);
     int rc = STRATA_OK;
+    for (int i = 0; i < n && rc == STRATA_OK; i++) { /* thread-hosted children that start now */
+        st_endpoint *ep = st_worker_next_endpoint(e, i);
+        if (ep && ep->ops->start)
+            rc = ep->ops->start(ep);
+    }
     for (int i = 0; i < n && rc == STRATA_OK; i++) {
         st_proc_ep *p = st_proc_ep_of(st_worker_next_endpoint(e, i));
         if (p)
@@ -67,7 +86,7 @@ int strata_worker_init(strata_worker *w) {
     const st_start_plan plan = {
         .create_sub = process_subs ? st_sub_child_create : st_thread_endpoint_create,
         .start_children = start_children,
-        .shared_arena = process_subs || has_process_children(w),
+        .shared_arena = process_subs || has_process_children(w) || has_started_children(w),
     };
     return st_worker_start(w, &plan);
 }

@@ -300,8 +300,9 @@ static void bad_input_on_worker_level_chip_calls(void **state) {
     assert_status(STRATA_EINVAL, strata_worker_add_chip(w, &cc, &id));
     assert_non_null(strstr(strata_error_message(), "/no/such/backend.so"));
     cc.backend = "sim";
-    cc.host = STRATA_HOST_PROCESS;
+    cc.host = (strata_host_mode)7; /* THREAD and PROCESS are the modes */
     assert_status(STRATA_EINVAL, strata_worker_add_chip(w, &cc, &id));
+    assert_non_null(strstr(strata_error_message(), "unknown host mode"));
     cc.host = STRATA_HOST_THREAD;
     assert_status(STRATA_EINVAL, strata_worker_add_chip(NULL, &cc, &id));
     assert_ok(strata_worker_add_chip(w, &cc, &id));

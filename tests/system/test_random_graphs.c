@@ -30,6 +30,12 @@
  * (a clock ticked at each body's start and end). Small task windows and heap
  * rings make submits wait for capacity while failures are handled. Per batch of
  * runs: the buffers equal a sequential replay of exactly the members that ran.
+ *
+ * Under an L4 (RG_L4_CHILDREN > 0, test_l4_random_graphs.c builds this source
+ * again with it): the buffers are the L4's, every L3 child registers the body,
+ * and each run of the L4 is one next-level task that runs the graph as one run
+ * of a child (the children taken in turn); the checks are the same, on the
+ * L4's run (its error carries the child run's).
  */
 #include <stdbool.h>
 #include <stdio.h>
@@ -39,6 +45,10 @@
 #include "test_support.h"
 
 #include "core/hooks.h"
+
+#ifndef RG_L4_CHILDREN
+#define RG_L4_CHILDREN 0 /* the graphs run on an L3 worker */
+#endif
 
 /* ---- sizes ---------------------------------------------------------------- */
 
@@ -185,8 +195,9 @@ static bool tag_writes(int tag) {
 /* ---- test context ------------------------------------------------------------ */
 
 typedef struct test_ctx {
-    strata_worker *w;
+    strata_worker *w; /* the worker the buffers belong to and the runs go to */
     strata_callable body;
+    strata_callable graph;       /* RG_L4_CHILDREN: the L4's orchestration callable */
     _Atomic uint64_t body_clock; /* ticks once at every body's start and end */
     _Atomic long capacity_waits; /* submits that waited for a slot or ring space */
     strata_buffer *bufs[NMAIN + 1];
@@ -613,6 +624,7 @@ typedef struct orch_arg {
     test_ctx *ctx;
     graph *g;
     int slot;
+    int child; /* RG_L4_CHILDREN: the child that runs it */
 } orch_arg;
 
 static int make_tensor(const orch_arg *oa, const view *v, strata_tensor *out) {
@@ -748,6 +760,25 @@ static int graph_orch(strata_orch *o, void *arg) {
             depth--;
     }
     return STRATA_OK;
+}
+
+/* Under an L4: the L4's run submits one task, whose child runs graph_orch with
+ * the orch_arg named by the task's one scalar (the children share the
+ * address space). */
+static int child_graph_orch(strata_orch *o, void *arg) {
+    (void)arg;
+    const strata_task_view *ta = strata_orch_task_args(o);
+    if (!ta || ta->nscalars != 1)
+        return STRATA_EINVAL;
+    return graph_orch(o, (void *)(uintptr_t)strata_args_scalar(ta, 0));
+}
+
+static int l4_graph_orch(strata_orch *o, void *arg) {
+    orch_arg *oa = arg;
+    strata_task_args a;
+    strata_args_init(&a);
+    STRATA_TRY(strata_args_add_scalar(&a, (uint64_t)(uintptr_t)oa));
+    return strata_orch_submit_next_level(o, oa->ctx->graph, &a, NULL, oa->child);
 }
 
 /* ---- checks ---------------------------------------------------------------------- */
@@ -973,6 +1004,35 @@ static void count_capacity_wait(strata_worker *w, st_hook_point at, uint64_t ref
     atomic_fetch_add(&((test_ctx *)ctx)->capacity_waits, 1);
 }
 
+/* The worker that runs the graphs: the body and the capacity hook. */
+static int setup_graph_worker(strata_worker *w, void *arg) {
+    test_ctx *ctx = arg;
+    STRATA_TRY(strata_worker_register_sub(w, "random_body", task_body, ctx, &ctx->body));
+    st_worker_set_hook(w, ST_HOOK_CAPACITY_WAIT, count_capacity_wait, ctx);
+    return STRATA_OK;
+}
+
+/* An L4 whose RG_L4_CHILDREN children (thread-hosted L3s of config cfg) run the graphs. */
+static void setup_l4(test_ctx *ctx, const strata_worker_config *cfg) {
+    strata_worker_config l4;
+    strata_worker_config_init(&l4);
+    l4.level = 4;
+    l4.sub_workers = 1;
+    l4.pipeline_depth = cfg->pipeline_depth;
+    assert_ok(strata_worker_create(&l4, &ctx->w));
+    for (int k = 0; k < RG_L4_CHILDREN; k++) {
+        strata_child_config cc;
+        strata_child_config_init(&cc);
+        cc.worker = *cfg;
+        cc.setup = setup_graph_worker;
+        cc.setup_user = ctx;
+        int id;
+        assert_ok(strata_worker_add_child(ctx->w, &cc, &id));
+        assert_int_equal(id, k);
+    }
+    assert_ok(strata_worker_register_orch(ctx->w, "graph", child_graph_orch, NULL, &ctx->graph));
+}
+
 static void setup_worker(test_ctx *ctx, const worker_shape *ws) {
     memset(ctx, 0, sizeof *ctx);
     strata_worker_config cfg;
@@ -983,9 +1043,12 @@ static void setup_worker(test_ctx *ctx, const worker_shape *ws) {
     cfg.heap_ring_bytes = ws->heap_ring_bytes ? ws->heap_ring_bytes : 1u << 20;
     if (ws->task_window)
         cfg.task_window = ws->task_window;
-    assert_ok(strata_worker_create(&cfg, &ctx->w));
-    assert_ok(strata_worker_register_sub(ctx->w, "random_body", task_body, ctx, &ctx->body));
-    st_worker_set_hook(ctx->w, ST_HOOK_CAPACITY_WAIT, count_capacity_wait, ctx);
+    if (RG_L4_CHILDREN) {
+        setup_l4(ctx, &cfg);
+    } else {
+        assert_ok(strata_worker_create(&cfg, &ctx->w));
+        assert_ok(setup_graph_worker(ctx->w, ctx));
+    }
     for (int b = 0; b <= NMAIN; b++) {
         assert_ok(strata_buffer_create(ctx->w, ELEMS * sizeof(int32_t), &ctx->bufs[b]));
         int32_t *p = strata_buffer_data(ctx->bufs[b]);
@@ -1048,6 +1111,7 @@ static void run_random_graphs(const worker_shape *ws, int nruns, uint64_t seed) 
     graph *graphs = ts_shared_calloc(BATCH_MAX, sizeof *graphs);
     setup_worker(ctx, ws);
     assert_non_null(graphs);
+    orch_arg oas[BATCH_MAX]; /* live until the batch is over: an L4's child reads them late */
     uint64_t s = seed;
     int done = 0, rejects = 0, failed_runs = 0, maybe_rejected = 0;
     long tasks_run = 0, maybe_accepted = 0;
@@ -1069,9 +1133,11 @@ static void run_random_graphs(const worker_shape *ws, int nruns, uint64_t seed) 
                              ws->depth, done + j);
                     finish_run(ctx, &pend[j], where);
                 }
-            orch_arg oa = {.ctx = ctx, .g = &graphs[i], .slot = i};
+            oas[i] = (orch_arg){.ctx = ctx, .g = &graphs[i], .slot = i};
+            oas[i].child = RG_L4_CHILDREN ? (done + i) % (RG_L4_CHILDREN ? RG_L4_CHILDREN : 1) : 0;
             pend[i].slot = i;
-            int rc = strata_worker_submit(ctx->w, graph_orch, &oa, &pend[i].h);
+            int rc = strata_worker_submit(ctx->w, RG_L4_CHILDREN ? l4_graph_orch : graph_orch,
+                                          &oas[i], &pend[i].h);
             if (rc != STRATA_OK || pend[i].h == NULL) {
                 print_graph(&graphs[i]);
                 fail_msg("strata_worker_submit returned %s and no handle: %s",

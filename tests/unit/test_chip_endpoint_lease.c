@@ -237,9 +237,9 @@ static void a_chip_program_is_registered_on_the_chip_once_at_first_use(void **st
     assert_ok(strata_worker_run(f.w, orch_second_then_first, &t)); /* found, not registered */
 
     chip_ep *ep = (chip_ep *)st_worker_next_endpoint(f.w, f.chip);
-    assert_int_equal(ep->chip_program[t.second], 0 + 1); /* first to arrive: chip program 0 */
-    assert_int_equal(ep->chip_program[t.first], 1 + 1);
-    assert_int_equal(ep->chip_program[pad], 0); /* never on this chip */
+    assert_int_equal(ep->drv.chip_program[t.second], 0 + 1); /* first to arrive: chip program 0 */
+    assert_int_equal(ep->drv.chip_program[t.first], 1 + 1);
+    assert_int_equal(ep->drv.chip_program[pad], 0); /* never on this chip */
     uint32_t backend_id;
     char name[STRATA_PROGRAM_NAME_MAX];
     assert_ok(st_chip_program_info(ep->chip, 0, &backend_id, name, sizeof name));

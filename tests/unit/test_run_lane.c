@@ -594,18 +594,97 @@ static void early_prepare_requires_a_launched_front(void **state) {
     fixture f;
     open_lane(&f, fake_entry_capable);
     st_lane_run *a = leased(&f, 0, 1, 1, 0, NULL, NULL); /* front, not activated */
-    st_lane_run *b = leased(&f, 1, 1, 2, 1, NULL, NULL);
+    st_lane_run *b = leased(&f, 1, 1, 2, 0, NULL, NULL); /* not activated either */
     expect_trace("");
     assert_int_equal(st_lane_run_disposition(b), STRATA_CHIP_VALIDATED_ONLY);
-    assert_int_equal(st_lane_done(b), 0); /* b waits for a's activation */
+    assert_int_equal(st_lane_done(b), 0); /* nothing may launch */
     expect_trace("");
     assert_ok(st_lane_activate(a));
     expect_trace("prepare0,launch0,prepare1");
     set_auto_complete();
     fake_complete(0);
+    assert_ok(st_lane_activate(b));
     wait_ok(b);
     st_lane_run_release(a);
     st_lane_run_release(b);
+    close_lane(&f);
+}
+
+/* ---- Activated first, then dispatch id (hazard H1) ------------------------------------- */
+
+static void an_activated_run_goes_ahead_of_an_unactivated_one_with_a_lower_id(void **state) {
+    fixture f;
+    open_lane(&f, fake_entry_capable);
+    _Atomic uint32_t acc_b = 0;
+    st_lane_run *b = leased(&f, 1, 1, 1, 0, NULL, &acc_b); /* staged successor, dispatch 1 */
+    st_lane_run *a = leased(&f, 0, 1, 2, 1, NULL, NULL);   /* the head's task, dispatch 2 */
+    /* a runs first although it was dispatched later; b is prepared behind it */
+    expect_trace("prepare1,launch1,prepare0");
+    assert_int_equal(st_lane_run_launched(a), 1);
+    assert_int_equal(st_lane_run_launched(b), 0);
+    assert_int_equal(st_lane_run_disposition(b), STRATA_CHIP_NATIVE_PREPARED);
+    fake_complete(1);
+    wait_ok(a); /* with dispatch-id order this waited for b, which waits for a's run */
+    assert_int_equal(st_lane_run_launched(b), 0);
+    assert_int_equal(atomic_load(&acc_b), 0); /* the acceptance word stays 0 until launch */
+    set_auto_complete();
+    assert_ok(st_lane_activate(b));
+    wait_ok(b);
+    assert_int_equal(atomic_load(&acc_b), 7);
+    expect_trace("prepare1,launch1,prepare0,finalize1,launch0,finalize0");
+    st_lane_run_release(a);
+    st_lane_run_release(b);
+    close_lane(&f);
+}
+
+static void activation_moves_a_run_ahead_of_unactivated_ones(void **state) {
+    fixture f;
+    open_lane(&f, fake_entry_capable);
+    st_lane_run *a = leased(&f, 0, 1, 1, 0, NULL, NULL);
+    st_lane_run *b = leased(&f, 1, 1, 2, 0, NULL, NULL);
+    assert_ok(st_lane_activate(b)); /* b is the head's now: it passes a */
+    expect_trace("prepare1,launch1,prepare0");
+    assert_int_equal(st_lane_run_launched(b), 1);
+    assert_int_equal(st_lane_run_launched(a), 0);
+    set_auto_complete();
+    fake_complete(1);
+    wait_ok(b);
+    assert_ok(st_lane_activate(a));
+    wait_ok(a);
+    st_lane_run_release(a);
+    st_lane_run_release(b);
+    close_lane(&f);
+}
+
+static void an_unactivated_run_yields_its_preparation_to_an_activated_one(void **state) {
+    fixture f;
+    open_lane(&f, fake_entry_capable);
+    st_lane_run *a = leased(&f, 0, 1, 1, 1, NULL, NULL); /* head task */
+    st_lane_run *b = leased(&f, 1, 1, 2, 0, NULL, NULL); /* staged, prepared early */
+    expect_trace("prepare0,launch0,prepare1");
+    fake_complete(0);
+    wait_ok(a); /* b is the front now, prepared, never activated */
+    assert_int_equal(st_lane_run_phase(b), ST_LANE_PREPARED);
+    /* The head's next task: it must run before b, and the device takes no
+     * second preparation beside one that is not launched, so b gives its
+     * preparation back (finalized once) and is prepared again behind c. */
+    st_lane_run *c = leased(&f, 0, 1, 3, 1, NULL, NULL);
+    expect_trace("prepare0,launch0,prepare1,finalize0,finalize1,prepare0,launch0,prepare1");
+    assert_int_equal(st_lane_yields(f.lane), 1);
+    assert_int_equal(st_lane_run_launched(c), 1);
+    assert_int_equal(st_lane_run_launched(b), 0);
+    assert_int_equal(st_lane_run_disposition(b), STRATA_CHIP_NATIVE_PREPARED);
+    set_auto_complete();
+    fake_complete(0);
+    wait_ok(c);
+    assert_ok(st_lane_activate(b));
+    wait_ok(b);
+    expect_trace("prepare0,launch0,prepare1,finalize0,finalize1,prepare0,launch0,prepare1,"
+                 "finalize0,launch1,finalize1");
+    assert_false(st_lane_poisoned(f.lane));
+    st_lane_run_release(a);
+    st_lane_run_release(b);
+    st_lane_run_release(c);
     close_lane(&f);
 }
 
@@ -798,6 +877,9 @@ int main(void) {
         cmocka_unit_test(leased_submit_at_depth_one_holds_one_run),
         cmocka_unit_test(leased_submit_cannot_reorder_before_a_launched_front),
         cmocka_unit_test(early_prepare_requires_a_launched_front),
+        cmocka_unit_test(an_activated_run_goes_ahead_of_an_unactivated_one_with_a_lower_id),
+        cmocka_unit_test(activation_moves_a_run_ahead_of_unactivated_ones),
+        cmocka_unit_test(an_unactivated_run_yields_its_preparation_to_an_activated_one),
         cmocka_unit_test(abandon_is_refused_for_a_launched_run),
         cmocka_unit_test(abandon_finalizes_a_prepared_successor_once),
         cmocka_unit_test(error_is_re_reported_on_every_wait),

@@ -3,12 +3,17 @@
  *
  * Owns: a few host-executed kernels with checkable results (vector add, a
  * GEMM tile, a two-stage reduction), an empty kernel, a kernel that records
- * what each block saw, and one that fails a chosen block.
+ * what each block saw, one that fails a chosen block, one that holds the
+ * device until a word it was given is set (a test's gate on device time), and
+ * one that crashes its process (SIGSEGV) when asked (process-hosted chips).
  * Must never: keep state between calls or touch memory outside the argument
  * words it was given; each kernel works on its own block's share only.
  */
+#include <signal.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <time.h>
 
 #include "strata/backend.h"
 
@@ -114,4 +119,33 @@ EXPORT int fail_block(const strata_kernel_ctx *k) {
         return 0;
     snprintf(k->msg, k->msg_cap, "block %u was asked to fail", k->block_idx);
     return (int)(int64_t)k->args[1];
+}
+
+/* Holds its block until the u32 word at args[0] is non-zero (a test opens
+ * it), for 10 s at most: then it fails (-110), so a broken test ends. */
+EXPORT int hold_kernel(const strata_kernel_ctx *k) {
+    if (k->nargs < 1)
+        return snprintf(k->msg, k->msg_cap, "hold_kernel needs the gate word"), -22;
+    _Atomic uint32_t *gate = (_Atomic uint32_t *)(uintptr_t)k->args[0];
+    struct timespec nap = {0, 100000}; /* 100 us */
+    for (int i = 0; i < 100000; i++) {
+        if (atomic_load_explicit(gate, memory_order_acquire))
+            return 0;
+        nanosleep(&nap, NULL);
+    }
+    snprintf(k->msg, k->msg_cap, "hold_kernel: the gate stayed closed for 10 s");
+    return -110;
+}
+
+/* Raises SIGSEGV in block 0 when args[0] is non-zero (the process hosting
+ * the chip dies, as with a real wild access); otherwise does nothing.
+ * args: crash. */
+EXPORT int crash_if(const strata_kernel_ctx *k) {
+    if (k->nargs < 1)
+        return snprintf(k->msg, k->msg_cap, "crash_if needs crash"), -22;
+    if (k->args[0] != 0 && k->block_idx == 0) {
+        signal(SIGSEGV, SIG_DFL); /* the death a wild access brings, even under a sanitizer */
+        raise(SIGSEGV);
+    }
+    return 0;
 }
