@@ -1,5 +1,7 @@
-/* examples/l3_two_chips.c - an L3 worker with two thread-hosted sim chips and
- * two sub workers: a layer Y = relu(X * W) split by rows across the chips.
+/* examples/l3_two_chips.c - an L3 worker with two sim chips and two sub
+ * workers: a layer Y = relu(X * W) split by rows across the chips. The chips
+ * and sub workers are threads of this process (--host thread, the default)
+ * or processes of their own (--host process): the same program either way.
  *
  * Owns: a complete L3 program: the weights W are loaded once into device
  * memory of each chip and persist across runs; every run, a sub task makes
@@ -9,7 +11,8 @@
  * every run is checked against a host computation.
  * Must never: depend on anything but the public API.
  *
- * Usage: l3_two_chips [kernel_module.so]   (default: the build tree's test kernels)
+ * Usage: l3_two_chips [--host thread|process] [kernel_module.so]
+ *        (default: thread-hosted, the build tree's test kernels)
  */
 #include <math.h>
 #include <stdio.h>
@@ -144,11 +147,33 @@ static double host_relu_sum(uint64_t run, const float *W) {
     return s;
 }
 
+static int usage(void) {
+    fprintf(stderr, "usage: l3_two_chips [--host thread|process] [kernel_module.so]\n");
+    return 2;
+}
+
 int main(int argc, char **argv) {
-    const char *kernels = argc > 1 ? argv[1] : STRATA_SIM_TEST_KERNELS_PATH;
+    const char *kernels = STRATA_SIM_TEST_KERNELS_PATH;
+    strata_host_mode host = STRATA_HOST_THREAD;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--host") == 0 && i + 1 < argc) {
+            const char *h = argv[++i];
+            if (strcmp(h, "thread") == 0)
+                host = STRATA_HOST_THREAD;
+            else if (strcmp(h, "process") == 0)
+                host = STRATA_HOST_PROCESS;
+            else
+                return usage();
+        } else if (argv[i][0] == '-') {
+            return usage();
+        } else {
+            kernels = argv[i];
+        }
+    }
     strata_worker_config wc;
     strata_worker_config_init(&wc);
     wc.sub_workers = 2;
+    wc.sub_mode = host;
     strata_worker *w;
     int rc = strata_worker_create(&wc, &w);
     if (rc != STRATA_OK)
@@ -158,7 +183,8 @@ int main(int argc, char **argv) {
     memset(&L, 0, sizeof L);
     for (int c = 0; c < 2; c++) {
         strata_chip_config cc;
-        strata_chip_config_init(&cc); /* sim, thread-hosted */
+        strata_chip_config_init(&cc); /* sim */
+        cc.host = host;
         cc.device_id = c;
         cc.kernel_module = kernels;
         if ((rc = strata_worker_add_chip(w, &cc, &L.chip[c])) != STRATA_OK)
@@ -187,8 +213,9 @@ int main(int argc, char **argv) {
         return fail("strata_buffer_create", rc);
 
     printf("l3_two_chips: Y = relu(X[%dx%d] * W[%dx%d]), rows split over 2 sim chips, "
-           "W loaded once per chip\n",
-           M, K, K, N);
+           "W loaded once per chip\n"
+           "  chips and sub workers hosted as %s\n",
+           M, K, K, N, host == STRATA_HOST_PROCESS ? "processes of their own" : "threads of this process");
     int ok = 1;
     orch_arg oa = {.w = w, .L = &L};
     for (uint64_t r = 1; r <= RUNS; r++) {

@@ -13,11 +13,13 @@
 # Environment: STRATA_BUILD_PREFIX (default <repo>/build), STRATA_JOBS (default 2).
 set -euo pipefail
 
-# The demo programs: examples/<name>.c, built as <build>/examples/<name>. The
-# first gets the script's arguments: the engine demo (tiled GEMM + reduction on
-# sub workers, pipelined runs); then the L3 demo with two sim chips and sub
-# workers (device buffers loaded once, chip programs, host reduction).
-DEMOS=(demo l3_two_chips)
+# The demo programs: examples/<name>.c, built as <build>/examples/<name>, each
+# entry "<name> [fixed arguments]". The first gets the script's arguments: the
+# engine demo (tiled GEMM + reduction on sub workers, pipelined runs); then the
+# L3 demo with two sim chips and sub workers (device buffers loaded once, chip
+# programs, host reduction), once with its chips and sub workers hosted as
+# threads and once as processes of their own (the same program, a switch).
+DEMOS=(demo "l3_two_chips --host thread" "l3_two_chips --host process")
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD="${STRATA_BUILD_PREFIX:-$ROOT/build}"
@@ -28,7 +30,8 @@ BUILD_TYPE=RelWithDebInfo
 
 "$ROOT/scripts/deps.sh" demo
 
-for d in "${DEMOS[@]}"; do
+for entry in "${DEMOS[@]}"; do
+    d="${entry%% *}"
     if [ ! -f "$ROOT/examples/$d.c" ]; then
         echo "demo.sh: examples/$d.c does not exist; fix DEMOS at the top of $0" >&2
         exit 1
@@ -51,14 +54,15 @@ for arg in "$@"; do
 done
 
 first=1
-for d in "${DEMOS[@]}"; do
-    echo "==> run examples/$d"
+for entry in "${DEMOS[@]}"; do
+    read -r -a cmd <<<"$entry" # the program's name, then its fixed arguments
+    echo "==> run examples/$entry"
     echo
     if [ $first = 1 ]; then
-        "$BUILD/examples/$d" "$@"
+        "$BUILD/examples/${cmd[0]}" "${cmd[@]:1}" "$@"
         first=0
     else
-        "$BUILD/examples/$d"
+        "$BUILD/examples/${cmd[0]}" "${cmd[@]:1}"
     fi
     echo
 done
