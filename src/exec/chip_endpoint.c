@@ -1,22 +1,31 @@
 /* exec/chip_endpoint.c - a chip as a thread-hosted next-level child of an L3
  * worker: the endpoint that drives an in-process chip through its lane.
  *
- * Owns: one endpoint thread per chip, the endpoint's two task records, the
- * native run ids it gives the lane (it is the lane's only admitter; each
- * task goes in under its run's lease, as dispatched), the chip program of
- * each worker callable (registered on the chip the first time a task of it
- * arrives), and the endpoint's operations (dispatch, activate, stop,
- * destroy).
+ * Owns: the two threads of a chip endpoint (the endpoint thread starts and
+ * joins the second), the endpoint's three task records (two of the head
+ * run, one staged task of the successor), the native run ids it gives the
+ * lane (it is the lane's only admitter; each task goes in under its run's
+ * lease, as dispatched), the identity check at activation and the poison it
+ * sets, the chip program of each worker callable (registered on the chip the
+ * first time a task of it arrives), and the endpoint's operations (dispatch,
+ * activate, stop, destroy). It implements the staging contract of
+ * core/endpoint.h ("Staging").
  * Must never: block in dispatch or activate (they run under the engine lock:
  * they only record and signal), call the engine or the lane while holding
- * its own mutex, or complete a dispatch twice.
+ * its own mutex (the lane run's identity is read under it: it is fixed at
+ * admission, no lane lock), launch or wait in the device for a staged task
+ * before its run is activated, let a staged task take the lane's last place
+ * for the head's work, or complete a dispatch twice.
  *
- * Flow: dispatch records the task and wakes the thread; the thread submits
- * it to the lane (a leased submit, activated if its run is the head), waits
- * for it in the device (no polling), and completes it through
- * st_endpoint_complete(). Failures of the run come back as the task's error
- * (STRATA_ETASK); a chip that cannot take the task (poisoned, closed,
- * stopping) completes it as STRATA_EENDPOINT.
+ * Flow: dispatch records the task and wakes the threads; a thread submits
+ * it to the lane (a leased submit: activated if its run is the head, else
+ * unactivated, where the lane validates it and prepares it early if it may),
+ * activates it when activate names its run, waits for it in the device (no
+ * polling; one thread at most, so the other stays free to submit) and
+ * completes it through st_endpoint_complete(). Failures of the run come back
+ * as the task's error (STRATA_ETASK); a chip that cannot take the task
+ * (poisoned lane or endpoint, closed, stopping) completes it as
+ * STRATA_EENDPOINT.
  */
 #include <pthread.h>
 #include <stdio.h>
