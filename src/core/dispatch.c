@@ -71,7 +71,7 @@ static void dispatch_member(strata_worker *w, st_slot *s, uint16_t m, st_endpoin
         .member = m,
         .dispatch_id = dispatch_id,
         .caller_cpu = caller_cpu,
-        .lendable = s->nmembers == 1,
+        .lendable = s->nmembers == 1 && !staged, /* never run before its activation */
         .staged = staged,
         .callable = st_registry_at(&w->callables, s->callable), /* checked at submit */
         .args = &s->args[m],

@@ -67,12 +67,12 @@ typedef struct st_dispatch {
     uint32_t dispatch_id; /* per-endpoint sequence number, from 1 */
     int caller_cpu;       /* CPU of a dispatching caller that waits (not a sub worker), or -1:
                              a worker on the same CPU yields early instead of spinning */
-    int lendable;         /* a single task (not a group member): a waiting thread may run
+    uint8_t lendable;     /* a single task (not a group member): a waiting thread may run
                              it if the endpoint has not started it (ops->lend) */
-    int staged;           /* 1: its run is not the head yet (a staged successor): the
+    uint8_t staged;       /* 1: its run is not the head yet (a staged successor): the
                              endpoint may take, validate and prepare it, never launch it
                              before activate(run_id); 0: its run is the head (see
-                             "Staging" below) */
+                             "Staging" below). Bytes, so the record stays 72 bytes */
     const st_callable_info *callable;
     const strata_task_args *args;  /* valid until the completion is posted; only up to
                                       its last used tensor: copy with strata_args_copy */

@@ -6,15 +6,20 @@
  * the two serving threads and their steps, leased submits, activation with
  * its identity check and poison, releases at stop or poison, the chip
  * program of each callable.
+ * It implements the staging contract of core/endpoint.h ("Staging").
  * Must never: call the owner, the lane or the chip while holding its own
- * mutex, or complete a task twice.
+ * mutex, launch or wait in the device for a staged task before its run is
+ * activated, let a staged task take the lane's last place for the head's
+ * work, or complete a task twice.
  *
  * Flow: dispatch records the task and wakes the threads; a thread submits it
- * to the lane (a leased submit, activated if its run is the head), waits for
- * it in the device (no polling), and hands the completion to the owner.
- * Failures of the run come back as the task's error (STRATA_ETASK); a chip
- * that cannot take the task (poisoned, closed, stopping) completes it as
- * STRATA_EENDPOINT.
+ * to the lane (a leased submit: activated if its run is the head, else
+ * unactivated, where the lane validates it and prepares it early if it may),
+ * activates it when activate names its run, waits for it in the device (no
+ * polling; one thread at most, so the other stays free to submit) and hands
+ * the completion to the owner. Failures of the run come back as the task's
+ * error (STRATA_ETASK); a chip that cannot take the task (poisoned lane or
+ * endpoint, closed, stopping) completes it as STRATA_EENDPOINT.
  */
 #include <pthread.h>
 #include <stdio.h>

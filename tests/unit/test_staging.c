@@ -29,6 +29,7 @@
 #include <time.h>
 
 #include "chip/chip_internal.h"
+#include "chip/chip_worker.h"
 #include "chip/run_lane.h"
 #include "exec/chip_endpoint.h"
 #include "strata/sim.h"
@@ -112,6 +113,16 @@ static st_endpoint *chip_ep_of(fixture *f) {
 
 static st_run_lane *lane_of(fixture *f) {
     return st_chip_lane(((chip_ep *)chip_ep_of(f))->chip);
+}
+
+/* Every native run storage slot of the chip is EMPTY: whatever was prepared
+ * was finalized (a second finalize would have poisoned the lane). */
+static void assert_slots_empty(fixture *f) {
+    st_chip_worker *cw = st_chip_worker_of(((chip_ep *)chip_ep_of(f))->chip);
+    for (uint32_t i = 0; i < st_chip_worker_depth(cw); i++)
+        assert_int_equal(st_chip_worker_slot_phase(cw, i), ST_NATIVE_EMPTY);
+    assert_int_equal(st_lane_count(lane_of(f)), 0);
+    assert_false(st_lane_poisoned(lane_of(f)));
 }
 
 /* The chip endpoint's record of a task of run `run_id`, or 0 if none. */
@@ -292,7 +303,7 @@ static void a_head_task_dispatched_after_a_staged_one_runs_first(void **state) {
      * prepared again behind it. */
     assert_int_equal(st_lane_yields(lane_of(f)), 1);
     assert_int_equal(atomic_load(&f->prepared[1]), 2);
-    assert_int_equal(st_lane_count(lane_of(f)), 0);
+    assert_slots_empty(f);
     strata_run_release(a);
     strata_run_release(b);
     destroy(f);
@@ -369,7 +380,7 @@ static void a_stale_identity_at_activation_poisons_the_endpoint(void **state) {
     assert_int_equal(strata_run_wait(b, WAIT_NS), STRATA_EENDPOINT);
     assert_non_null(strstr(strata_run_error(b), "stale identity at activation"));
     assert_int_equal(atomic_load(&f->prepared[1]), 1);
-    assert_int_equal(st_lane_count(lane_of(f)), 0); /* its preparation was released */
+    assert_slots_empty(f); /* its preparation was released, once */
     /* Later tasks are rejected with the poison. */
     graph gc = {.f = f, .probe_index = 3};
     strata_run *c = submit(f, successor_graph, &gc);
@@ -398,8 +409,7 @@ static void a_stop_with_a_staged_successor_releases_it_once(void **state) {
     open_gate(f);
     assert_run_ok(a);
     assert_int_equal(atomic_load(&f->prepared[1]), 1);
-    assert_int_equal(st_lane_count(lane_of(f)), 0);
-    assert_false(st_lane_poisoned(lane_of(f))); /* released once: a second finalize would */
+    assert_slots_empty(f);
     strata_run_release(a);
     strata_run_release(b);
     destroy(f);
@@ -417,8 +427,7 @@ static void a_failed_head_and_a_cancelled_successor_complete_the_staged_task_onc
     assert_int_equal(strata_run_wait(b, WAIT_NS), STRATA_EINVAL);
     assert_non_null(strstr(strata_run_error(b), "orchestration function failed"));
     assert_int_equal(atomic_load(&f->prepared[1]), 1);
-    assert_int_equal(st_lane_count(lane_of(f)), 0);
-    assert_false(st_lane_poisoned(lane_of(f)));
+    assert_slots_empty(f);
     /* The worker goes on. */
     graph gc = {.f = f, .probe_index = 3};
     strata_run *c = submit(f, successor_graph, &gc);
