@@ -1,5 +1,7 @@
 // label: concurrency
-/* tests/system/test_l3_chips.c - thread-hosted sim chips inside an L3 worker.
+/* tests/system/test_l3_chips.c - sim chips inside an L3 worker, hosted as
+ * threads (TS_CHIP_HOST; test_l3_chips_process.c builds this source again
+ * with the chips in processes of their own: the same scenarios and checks).
  *
  * Owns: a GEMM split across two chips with weights loaded once into device
  * buffers that persist across runs, checked by a sub task and on the host;
@@ -17,6 +19,10 @@
 #include "core/endpoint.h"
 #include "strata/chip.h"
 #include "strata/sim.h"
+
+#ifndef TS_CHIP_HOST
+#define TS_CHIP_HOST STRATA_HOST_THREAD
+#endif
 
 enum { M = 64, N = 32, K = 48, T = 16, HALF = M / 2 };
 
@@ -88,6 +94,7 @@ static void open_worker(l3 *f, const strata_sim_injection *chip1_inj) {
     for (int c = 0; c < 2; c++) {
         strata_chip_config cc;
         strata_chip_config_init(&cc);
+        cc.host = TS_CHIP_HOST;
         cc.device_id = c;
         cc.kernel_module = STRATA_SIM_TEST_KERNELS_PATH;
         if (c == 1)
@@ -303,7 +310,7 @@ static void bad_input_on_worker_level_chip_calls(void **state) {
     cc.host = (strata_host_mode)7; /* THREAD and PROCESS are the modes */
     assert_status(STRATA_EINVAL, strata_worker_add_chip(w, &cc, &id));
     assert_non_null(strstr(strata_error_message(), "unknown host mode"));
-    cc.host = STRATA_HOST_THREAD;
+    cc.host = TS_CHIP_HOST;
     assert_status(STRATA_EINVAL, strata_worker_add_chip(NULL, &cc, &id));
     assert_ok(strata_worker_add_chip(w, &cc, &id));
     assert_int_equal(id, 0);
