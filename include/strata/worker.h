@@ -206,9 +206,10 @@ typedef struct strata_child_config {
 STRATA_API void strata_child_config_init(strata_child_config *cfg);
 
 /* Before strata_worker_init of the parent: the child becomes next-level worker
- * *worker_id. A THREAD child is created, set up and initialised here; a PROCESS
- * child is forked at the parent's strata_worker_init, which fails if the child's
- * setup or init fails. The parent closes (and destroys) its children. */
+ * *worker_id. A THREAD child is created and set up here (a failing setup fails
+ * this call) and initialised at the parent's strata_worker_init; a PROCESS
+ * child is forked at the parent's strata_worker_init, which fails if the
+ * child's setup or init fails. The parent closes (and destroys) its children. */
 STRATA_API int strata_worker_add_child(strata_worker *parent, const strata_child_config *cfg,
                                        int *worker_id);
 
