@@ -18,8 +18,9 @@
 set -euo pipefail
 
 # build-essential brings gcc, make and libc headers; libgomp (the OpenMP anchor
-# of the benchmarks) comes with gcc. libxxhash-dev: the library itself links
-# libxxhash (the callable digest a child process resolves, src/util/digest.c).
+# of the benchmarks) comes with gcc. libxxhash-dev: the library itself is built
+# with xxHash's header (the callable digest a child process resolves,
+# src/util/digest.c; compiled in, nothing extra to link).
 DEMO_PACKAGES=(build-essential cmake pkg-config libxxhash-dev)
 # libcmocka-dev: unit tests. libstarpu-dev: the StarPU anchor of the benchmark
 # smoke stage. lcov: the coverage stage. clang + libclang-rt-dev: the libFuzzer

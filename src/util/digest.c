@@ -1,6 +1,8 @@
 /* util/digest.c - the callable digest: XXH3 128-bit over (kind, name).
  *
- * Owns: the one call into libxxhash. The kind is the hash's seed and the
+ * Owns: the one use of xxHash (Debian's libxxhash-dev), compiled in from its
+ * header (XXH_INLINE_ALL): libstrata, its static archive included, then needs
+ * no link flag of its own, so a program links it as it did. The kind is the hash's seed and the
  * name's bytes (without the NUL) its input; the 128-bit result is stored in
  * xxHash's canonical (big-endian) byte order, so the digest's bytes and its
  * hex form are the same on every host.
@@ -10,6 +12,8 @@
 #include "util/digest.h"
 
 #include <string.h>
+
+#define XXH_INLINE_ALL /* the functions are static here: nothing to link */
 #include <xxhash.h>
 
 _Static_assert(sizeof(XXH128_canonical_t) == ST_DIGEST_BYTES, "the digest is one XXH128 value");
