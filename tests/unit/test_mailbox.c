@@ -1,3 +1,4 @@
+// label: concurrency
 /* tests/unit/test_mailbox.c - the mailbox contract (ipc/mailbox.h).
  *
  * Owns: the frame layout as offsets and sizes (pinned here as well as by the
