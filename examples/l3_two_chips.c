@@ -215,7 +215,8 @@ int main(int argc, char **argv) {
     printf("l3_two_chips: Y = relu(X[%dx%d] * W[%dx%d]), rows split over 2 sim chips, "
            "W loaded once per chip\n"
            "  chips and sub workers hosted as %s\n",
-           M, K, K, N, host == STRATA_HOST_PROCESS ? "processes of their own" : "threads of this process");
+           M, K, K, N,
+           host == STRATA_HOST_PROCESS ? "processes of their own" : "threads of this process");
     int ok = 1;
     orch_arg oa = {.w = w, .L = &L};
     for (uint64_t r = 1; r <= RUNS; r++) {

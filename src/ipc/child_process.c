@@ -11,6 +11,10 @@
  */
 #include "ipc/child_process.h"
 
+#ifdef STRATA_COVERAGE_DUMP
+void __gcov_dump(void); /* libgcov (--coverage) */
+#endif
+
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
@@ -48,7 +52,11 @@ int st_child_spawn(st_child *c, const char *label, st_child_entry entry, void *a
         return st_fail(STRATA_ENOMEM, "child %s: fork failed: %s", c->label, strerror(errno));
     if (pid == 0) {
         parent_pid_at_spawn = me;
-        _exit(entry(arg));
+        int status = entry(arg);
+#ifdef STRATA_COVERAGE_DUMP
+        __gcov_dump(); /* coverage builds: _exit skips gcov's own exit handler */
+#endif
+        _exit(status);
     }
     c->pid = pid;
     return STRATA_OK;
