@@ -49,6 +49,9 @@
 #ifndef RG_L4_CHILDREN
 #define RG_L4_CHILDREN 0 /* the graphs run on an L3 worker */
 #endif
+#ifndef RG_L4_CHILD_HOST
+#define RG_L4_CHILD_HOST STRATA_HOST_THREAD /* how the L4's children are hosted */
+#endif
 
 /* ---- sizes ---------------------------------------------------------------- */
 
@@ -1012,7 +1015,8 @@ static int setup_graph_worker(strata_worker *w, void *arg) {
     return STRATA_OK;
 }
 
-/* An L4 whose RG_L4_CHILDREN children (thread-hosted L3s of config cfg) run the graphs. */
+/* An L4 whose RG_L4_CHILDREN children (L3s of config cfg, hosted as
+ * RG_L4_CHILD_HOST) run the graphs. */
 static void setup_l4(test_ctx *ctx, const strata_worker_config *cfg) {
     strata_worker_config l4;
     strata_worker_config_init(&l4);
@@ -1024,6 +1028,7 @@ static void setup_l4(test_ctx *ctx, const strata_worker_config *cfg) {
         strata_child_config cc;
         strata_child_config_init(&cc);
         cc.worker = *cfg;
+        cc.host = RG_L4_CHILD_HOST;
         cc.setup = setup_graph_worker;
         cc.setup_user = ctx;
         int id;
