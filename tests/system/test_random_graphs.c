@@ -35,7 +35,11 @@
  * again with it): the buffers are the L4's, every L3 child registers the body,
  * and each run of the L4 is one next-level task that runs the graph as one run
  * of a child (the children taken in turn); the checks are the same, on the
- * L4's run (its error carries the child run's).
+ * L4's run (its error carries the child run's). With process children
+ * (RG_L4_CHILD_HOST, test_l4_random_graphs_process.c) the orchestration and
+ * the bodies run in a child process: everything they read or write (context,
+ * graphs, orchestration arguments, clock, counters) is shared memory mapped
+ * before the fork (ts_shared_calloc), and the buffers are strata_buffers.
  */
 #include <stdbool.h>
 #include <stdio.h>
@@ -48,6 +52,9 @@
 
 #ifndef RG_L4_CHILDREN
 #define RG_L4_CHILDREN 0 /* the graphs run on an L3 worker */
+#endif
+#ifndef RG_L4_CHILD_HOST
+#define RG_L4_CHILD_HOST STRATA_HOST_THREAD /* how the L4's children are hosted */
 #endif
 
 /* ---- sizes ---------------------------------------------------------------- */
@@ -763,8 +770,9 @@ static int graph_orch(strata_orch *o, void *arg) {
 }
 
 /* Under an L4: the L4's run submits one task, whose child runs graph_orch with
- * the orch_arg named by the task's one scalar (the children share the
- * address space). */
+ * the orch_arg named by the task's one scalar. A process child sees it (and
+ * the graph, the context and the buffers it points to) at the same address:
+ * all of it is shared memory mapped before the children were forked. */
 static int child_graph_orch(strata_orch *o, void *arg) {
     (void)arg;
     const strata_task_view *ta = strata_orch_task_args(o);
@@ -1012,7 +1020,8 @@ static int setup_graph_worker(strata_worker *w, void *arg) {
     return STRATA_OK;
 }
 
-/* An L4 whose RG_L4_CHILDREN children (thread-hosted L3s of config cfg) run the graphs. */
+/* An L4 whose RG_L4_CHILDREN children (L3s of config cfg, hosted as
+ * RG_L4_CHILD_HOST) run the graphs. */
 static void setup_l4(test_ctx *ctx, const strata_worker_config *cfg) {
     strata_worker_config l4;
     strata_worker_config_init(&l4);
@@ -1024,6 +1033,7 @@ static void setup_l4(test_ctx *ctx, const strata_worker_config *cfg) {
         strata_child_config cc;
         strata_child_config_init(&cc);
         cc.worker = *cfg;
+        cc.host = RG_L4_CHILD_HOST;
         cc.setup = setup_graph_worker;
         cc.setup_user = ctx;
         int id;
@@ -1109,9 +1119,11 @@ static void run_random_graphs(const worker_shape *ws, int nruns, uint64_t seed) 
     /* Shared, and mapped before the worker forks: bodies in process children write them. */
     test_ctx *ctx = ts_shared_calloc(1, sizeof *ctx);
     graph *graphs = ts_shared_calloc(BATCH_MAX, sizeof *graphs);
+    /* Live until the batch is over (an L4's child reads them late), and shared:
+     * under an L4 with process children the child reads the one its task names. */
+    orch_arg *oas = ts_shared_calloc(BATCH_MAX, sizeof *oas);
     setup_worker(ctx, ws);
     assert_non_null(graphs);
-    orch_arg oas[BATCH_MAX]; /* live until the batch is over: an L4's child reads them late */
     uint64_t s = seed;
     int done = 0, rejects = 0, failed_runs = 0, maybe_rejected = 0;
     long tasks_run = 0, maybe_accepted = 0;
@@ -1177,6 +1189,7 @@ static void run_random_graphs(const worker_shape *ws, int nruns, uint64_t seed) 
         assert_true(atomic_load(&ctx->capacity_waits) > 0);
     }
     teardown_worker(ctx);
+    ts_shared_free(oas, BATCH_MAX, sizeof *oas);
     ts_shared_free(graphs, BATCH_MAX, sizeof *graphs);
     ts_shared_free(ctx, 1, sizeof *ctx);
 }
