@@ -237,11 +237,13 @@ typedef struct st_sub_port {
 typedef int (*st_sub_endpoint_create_fn)(st_engine *e, int index, const st_sub_port *port,
                                          st_endpoint **out);
 
-/* After the sub workers were created and before any engine thread starts:
- * start every other child (forked next-level children) and wait until all of
- * them, the sub workers included, are ready. On failure every child started
- * by it is stopped and reaped again (the sub workers are destroyed by the
- * caller). */
+/* Before any engine thread of the worker starts (process sub workers, which
+ * fork at creation, are created before it; thread-hosted ones after it):
+ * fork every process next-level child, wait until every process child, the
+ * sub workers included (subs, nsubs: those created so far), is ready, then
+ * start the thread-hosted next-level children that start at init (child
+ * Workers). On failure every child started by it is stopped and reaped again
+ * (the sub workers are destroyed by the caller). */
 typedef int (*st_children_start_fn)(st_engine *e, st_endpoint *const *subs, int nsubs,
                                     const st_sub_port *port);
 
@@ -249,6 +251,9 @@ typedef int (*st_children_start_fn)(st_engine *e, st_endpoint *const *subs, int 
 typedef struct st_start_plan {
     st_sub_endpoint_create_fn create_sub; /* one sub worker endpoint */
     st_children_start_fn start_children;  /* may be NULL: nothing else to start */
+    int subs_fork;                        /* 1: create_sub forks a process (and starts no
+                                             thread): the subs are made before the other
+                                             children; 0: they start threads, so after them */
     int shared_arena;                     /* 1: the worker has process children: reserve the
                                              shared arena (strata_buffer_create) first */
 } st_start_plan;

@@ -355,6 +355,21 @@ static int alloc_init_tables(strata_worker *w) {
 /* strata_worker_init (exec/worker_init.c) names the sub worker endpoint: the
  * engine knows none itself. Every child is started (process children forked)
  * before the scheduler thread, the first engine thread. */
+/* Create the n sub worker endpoints through the plan's factory. */
+static int create_subs(strata_worker *w, const st_start_plan *plan, const st_sub_port *port,
+                       int n) {
+    for (int i = 0; i < n; i++) {
+        st_endpoint *ep;
+        int rc = plan->create_sub(w, i, port, &ep);
+        if (rc != STRATA_OK)
+            return rc;
+        atomic_init(&ep->gone, 0);
+        w->subs[i].ep = ep;
+        w->nsubs++;
+    }
+    return STRATA_OK;
+}
+
 int st_worker_start(strata_worker *w, const st_start_plan *plan) {
     if (!w)
         return st_fail(STRATA_EINVAL, "strata_worker_init: worker is NULL");
@@ -375,24 +390,23 @@ int st_worker_start(strata_worker *w, const st_start_plan *plan) {
         .before_claim_hook = w->hooks[ST_HOOK_SUB_BEFORE_CLAIM] != NULL,
         .startup_timeout_ns = w->cfg.startup_timeout_ns,
     };
-    for (int i = 0; i < n; i++) {
-        st_endpoint *ep;
-        rc = plan->create_sub(w, i, &port, &ep);
-        if (rc != STRATA_OK)
-            return init_failed(w, rc);
-        atomic_init(&ep->gone, 0);
-        w->subs[i].ep = ep;
-        w->nsubs++;
-    }
-    atomic_store(&w->gone_subs, 0);
+    /* Every fork comes before the first thread of this worker: a thread
+     * running at a fork (in an allocator, holding any lock) would leave the
+     * child a lock no one releases. Process subs fork as they are made, so
+     * they come first; thread subs start threads, so they come last. */
+    if (plan->subs_fork && (rc = create_subs(w, plan, &port, n)) != STRATA_OK)
+        return init_failed(w, rc);
     if (plan->start_children) {
         st_endpoint *subs[STRATA_MAX_SUB_WORKERS];
-        for (int i = 0; i < n; i++)
+        for (int i = 0; i < w->nsubs; i++)
             subs[i] = w->subs[i].ep;
-        rc = plan->start_children(w, subs, n, &port);
+        rc = plan->start_children(w, subs, w->nsubs, &port);
         if (rc != STRATA_OK)
             return init_failed(w, rc);
     }
+    if (!plan->subs_fork && (rc = create_subs(w, plan, &port, n)) != STRATA_OK)
+        return init_failed(w, rc);
+    atomic_store(&w->gone_subs, 0);
     /* Idle stack with sub 0 on top. */
     for (int i = 0; i < n; i++)
         w->idle_subs[i] = n - 1 - i;
