@@ -6,6 +6,7 @@
  */
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include "core/arena.h"
 #include "strata/status.h"
@@ -36,6 +37,7 @@ int st_arena_create(uint64_t bytes, st_arena **out) {
     }
     a->base = p;
     a->bytes = len;
+    a->owner = getpid();
     a->free = ex;
     a->cap_free = 8;
     a->free[0] = (st_arena_extent){0, len};
@@ -58,6 +60,10 @@ void st_arena_put(st_arena *a) {
     st_unmap(a->base, (size_t)a->bytes);
     st_free(a->free);
     st_free(a);
+}
+
+int st_arena_is_owner(const st_arena *a) {
+    return a->owner == getpid();
 }
 
 void *st_arena_alloc(st_arena *a, size_t n) {

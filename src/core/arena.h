@@ -7,13 +7,16 @@
  * (never inside the region: a child may scribble on shared memory, never on
  * the parent's bookkeeping).
  * Must never: hand out memory twice, hand out memory that is not zero-filled,
- * or be reserved after a fork (a child would not see it).
+ * be reserved after a fork (a child would not see it), or be sub-allocated
+ * in any process but the one that reserved it (a forked child holds a stale
+ * copy of the free list: what it handed out, the owner would hand out again).
  */
 #ifndef STRATA_CORE_ARENA_H
 #define STRATA_CORE_ARENA_H
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "util/futex.h"
 
@@ -26,6 +29,7 @@ typedef struct st_arena_extent {
 typedef struct st_arena {
     uint8_t *base; /* NULL: not reserved */
     uint64_t bytes;
+    pid_t owner; /* the process that reserved it: the only one that may alloc / free */
     /* Protects everything below. A leaf lock: taken by strata_buffer_create /
      * _destroy with no other lock held, and nothing is taken under it. */
     st_mutex lock;
@@ -47,6 +51,9 @@ void st_arena_put(st_arena *a);
 /* `n` zero-filled bytes, 64-byte aligned; NULL with STRATA_ENOMEM set (the
  * arena is full: the message names shared_arena_bytes). */
 void *st_arena_alloc(st_arena *a, size_t n);
+/* 1 if the calling process reserved a (and so may alloc / free), 0 in a
+ * forked child: the free list there is a stale copy. Callers refuse first. */
+int st_arena_is_owner(const st_arena *a);
 /* Give back what st_arena_alloc(a, n) returned. */
 void st_arena_free(st_arena *a, void *p, size_t n);
 

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include "core/arena.h"
 #include "core/buffer.h"
@@ -57,7 +58,13 @@ int strata_buffer_create(strata_worker *w, size_t nbytes, strata_buffer **out) {
     if (nbytes == 0)
         return st_fail(STRATA_EINVAL, "strata_buffer_create: nbytes is 0");
     st_arena *a = w->arena; /* set at init, before any child or engine thread existed */
-    if (a) {                /* reserved before the children were forked: they see it */
+    if (a && !st_arena_is_owner(a))
+        return st_fail(STRATA_ESTATE,
+                       "strata_buffer_create: called in a process child of the worker (pid "
+                       "%d): buffers of a worker are made and freed in the worker's own "
+                       "process (pid %d)",
+                       (int)getpid(), (int)a->owner);
+    if (a) { /* reserved before the children were forked: they see it */
         void *p = st_arena_alloc(a, nbytes);
         if (!p)
             return st_fail_prefix(STRATA_ENOMEM, "strata_buffer_create");
@@ -110,6 +117,16 @@ void strata_buffer_destroy(strata_buffer *b) {
                 "strata_buffer_destroy: buffer is device memory of worker %d; "
                 "free it with strata_worker_chip_free",
                 b->ident.owner);
+        return;
+    }
+    if (b->arena && !st_arena_is_owner(b->arena)) {
+        /* The free list here is a forked copy: giving the extent back to it
+         * would not free it in the owner, and would let this process hand it
+         * out again. The buffer is left as it is. */
+        st_fail(STRATA_ESTATE,
+                "strata_buffer_destroy: called in a process child of the worker (pid %d): "
+                "buffers of a worker are made and freed in the worker's own process (pid %d)",
+                (int)getpid(), (int)b->arena->owner);
         return;
     }
     free_buffer(b);

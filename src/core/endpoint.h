@@ -163,12 +163,26 @@ typedef struct st_endpoint_ops {
      * answered; returns its status with a message naming the child. Called with
      * no lock held, from the registering thread. May be NULL. */
     int (*registered)(st_endpoint *ep, const st_callable_info *callable);
-    /* Bring the child up at the parent's strata_worker_init, after the parent's
-     * shared arena was reserved and before any process child is forked or any
-     * engine thread started (a thread-hosted child Worker inits its inner
-     * worker here, so the processes below it see the parent's buffers).
-     * Idempotent (init may be retried). May be NULL: nothing to do. */
-    int (*start)(st_endpoint *ep);
+    /* strata_worker_init brings the tree up in two phases, so no process is
+     * ever forked while a thread of the tree runs (a thread inside an
+     * allocator or holding any lock at a fork leaves the child a lock no one
+     * releases). A child that hosts children of its own in this process (a
+     * thread-hosted child Worker) takes part through these three; NULL for
+     * the others (a process child is forked and awaited by the parent's
+     * phase 1 itself).
+     * start_forks: phase 1, after the parent's shared arena was reserved and
+     * its own process children were forked: fork every process of the subtree
+     * below ep and wait (bounded) until they are ready; start no thread.
+     * start_threads: phase 2, once every process of the whole tree is forked
+     * and ready: start every thread of the subtree (ep's own included).
+     * unstart: the parent's init failed: undo whatever the two did (every
+     * thread joined, every process reaped). After a failure in phase 1 the
+     * child is as added and init may be retried; a child whose phase 2 had
+     * completed is closed for good, and a retry's start_forks fails
+     * STRATA_ESTATE naming it. Idempotent. */
+    int (*start_forks)(st_endpoint *ep);
+    int (*start_threads)(st_endpoint *ep);
+    void (*unstart)(st_endpoint *ep);
 } st_endpoint_ops;
 
 /* Endpoint header: concrete endpoints embed this as their first member. */
@@ -237,33 +251,44 @@ typedef struct st_sub_port {
 typedef int (*st_sub_endpoint_create_fn)(st_engine *e, int index, const st_sub_port *port,
                                          st_endpoint **out);
 
-/* Before any engine thread of the worker starts (process sub workers, which
- * fork at creation, are created before it; thread-hosted ones after it):
- * fork every process next-level child, wait until every process child, the
- * sub workers included (subs, nsubs: those created so far), is ready, then
- * start the thread-hosted next-level children that start at init (child
- * Workers). On failure every child started by it is stopped and reaped again
- * (the sub workers are destroyed by the caller). */
+/* One phase of bringing up the children other than the sub workers (subs,
+ * nsubs: the sub workers created so far, process children among them).
+ * Phase 1 (fork_children): fork every process next-level child, run each
+ * thread-hosted child's start_forks, then wait (one deadline) until every
+ * process child, the sub workers included, is ready; start no thread.
+ * Phase 2 (thread_children): each thread-hosted child's start_threads, then
+ * the parent-side thread of every process endpoint. */
 typedef int (*st_children_start_fn)(st_engine *e, st_endpoint *const *subs, int nsubs,
                                     const st_sub_port *port);
 
 /* How strata_worker_init brings up a worker's children (exec/worker_init.c). */
 typedef struct st_start_plan {
     st_sub_endpoint_create_fn create_sub; /* one sub worker endpoint */
-    st_children_start_fn start_children;  /* may be NULL: nothing else to start */
+    st_children_start_fn fork_children;   /* phase 1; may be NULL: nothing else to fork */
+    st_children_start_fn thread_children; /* phase 2; may be NULL */
+    void (*undo_children)(st_engine *e);  /* undo both (every next-level child as added:
+                                             threads joined, processes reaped); may be NULL */
     int subs_fork;                        /* 1: create_sub forks a process (and starts no
-                                             thread): the subs are made before the other
-                                             children; 0: they start threads, so after them */
+                                             thread): the subs are made in phase 1; 0: they
+                                             start threads, so in phase 2 */
     int shared_arena;                     /* 1: the worker has process children: reserve the
                                              shared arena (strata_buffer_create) first */
 } st_start_plan;
 
-/* strata_worker_init's body, with the endpoints left open: reserves the shared
- * arena if asked, starts w's sub workers through plan->create_sub, the other
- * children through plan->start_children, then its scheduler thread. On
- * failure everything started is stopped again and w stays CREATED.
- * exec/worker_init.c is the only caller. */
-int st_worker_start(strata_worker *w, const st_start_plan *plan);
+/* strata_worker_init's body in its two phases, with the endpoints left open
+ * (exec/worker_init.c is the only caller). Phase 1 (st_worker_start_forks):
+ * reserve the shared arena if asked, create the process sub workers, then
+ * plan->fork_children: every fork of the subtree, no thread. Phase 2
+ * (st_worker_start_threads): plan->thread_children, the thread sub workers,
+ * the scheduler thread; w is RUNNING. Every phase 1 of the whole tree runs
+ * before any phase 2. On failure either phase undoes everything (as
+ * st_worker_start_undo) and w stays CREATED. */
+int st_worker_start_forks(strata_worker *w, const st_start_plan *plan);
+int st_worker_start_threads(strata_worker *w, const st_start_plan *plan);
+/* Undo st_worker_start_forks (and a failed phase 2) on a CREATED worker:
+ * sub workers destroyed, plan->undo_children, tables freed (the arena stays).
+ * Init may be retried. Idempotent. */
+void st_worker_start_undo(strata_worker *w, const st_start_plan *plan);
 
 /* How w's sub workers are hosted (its config's sub_mode). */
 strata_host_mode st_worker_sub_mode(const strata_worker *w);

@@ -4,9 +4,10 @@
  * Owns: creation and teardown order of everything a worker holds (its sub
  * workers through the endpoint factory st_worker_start is handed), and the
  * thread's mark that an orchestration function of a worker runs on it.
- * Must never: start a thread before strata_worker_init (children are forked
- * before engine threads exist), or let a thread that orchestrates or runs a
- * task body of the worker close, destroy or submit to it.
+ * Must never: start a thread before strata_worker_init's thread phase (every
+ * process of the worker tree is forked before any thread of the tree starts:
+ * st_worker_start_forks, then st_worker_start_threads), or let a thread that
+ * orchestrates or runs a task body of the worker close, destroy or submit to it.
  */
 #include <pthread.h>
 #include <sched.h>
@@ -26,6 +27,7 @@
 #include "util/alloc.h"
 #include "util/error.h"
 #include "util/growable.h"
+#include "util/message.h"
 #include "util/registry.h"
 #include "util/state_machine.h"
 
@@ -320,13 +322,18 @@ void st_task_label(strata_worker *w, st_slot *s, char *buf, size_t n) {
     snprintf(buf, n, "task '%s' #%llu", ci ? ci->name : "?", (unsigned long long)s->seq);
 }
 
-/* Init rollback: stop and join the sub workers started so far and free the
- * tables, so the worker is as created and init may be retried. */
-static int init_failed(strata_worker *w, int rc) {
+/* Init rollback: stop and join the sub workers started so far, undo the
+ * other children and free the tables, so the worker is as created (its arena
+ * kept) and init may be retried. */
+void st_worker_start_undo(strata_worker *w, const st_start_plan *plan) {
+    if (!w || w->state != ST_WORKER_CREATED)
+        return;
     for (int k = 0; k < w->nsubs; k++) {
         w->subs[k].ep->ops->stop(w->subs[k].ep);
         w->subs[k].ep->ops->destroy(w->subs[k].ep);
     }
+    if (plan->undo_children)
+        plan->undo_children(w);
     w->nsubs = 0;
     w->nidle_subs = 0;
     st_free(w->subs);
@@ -335,7 +342,13 @@ static int init_failed(strata_worker *w, int rc) {
     w->subs = NULL;
     w->idle_subs = NULL;
     w->reserved = NULL;
-    return rc;
+}
+
+static int init_failed(strata_worker *w, const st_start_plan *plan, int rc) {
+    char keep[STRATA_ERRMSG_MAX]; /* the undo must not replace the failure's message */
+    st_msg_format(keep, sizeof keep, "%s", strata_error_message());
+    st_worker_start_undo(w, plan);
+    return st_fail_msg(rc, keep);
 }
 
 static int alloc_init_tables(strata_worker *w) {
@@ -353,8 +366,7 @@ static int alloc_init_tables(strata_worker *w) {
 }
 
 /* strata_worker_init (exec/worker_init.c) names the sub worker endpoint: the
- * engine knows none itself. Every child is started (process children forked)
- * before the scheduler thread, the first engine thread. */
+ * engine knows none itself. */
 /* Create the n sub worker endpoints through the plan's factory. */
 static int create_subs(strata_worker *w, const st_start_plan *plan, const st_sub_port *port,
                        int n) {
@@ -370,42 +382,72 @@ static int create_subs(strata_worker *w, const st_start_plan *plan, const st_sub
     return STRATA_OK;
 }
 
-int st_worker_start(strata_worker *w, const st_start_plan *plan) {
+static st_sub_port sub_port_of(const strata_worker *w) {
+    return (st_sub_port){
+        .spin_ns = w->cfg.spin_ns,
+        .before_claim_hook = w->hooks[ST_HOOK_SUB_BEFORE_CLAIM] != NULL,
+        .startup_timeout_ns = w->cfg.startup_timeout_ns,
+    };
+}
+
+static int check_created(const strata_worker *w) {
     if (!w)
         return st_fail(STRATA_EINVAL, "strata_worker_init: worker is NULL");
     if (w->state != ST_WORKER_CREATED)
         return st_fail(STRATA_ESTATE, "strata_worker_init: already initialised%s",
                        w->state == ST_WORKER_CLOSED ? " and closed" : "");
+    return STRATA_OK;
+}
+
+/* Phase 1: every fork of the subtree, no thread. Every fork of the whole
+ * tree comes before its first thread: a thread running at a fork (in an
+ * allocator, holding any lock) would leave the child a lock no one releases.
+ * Process subs fork as they are made, so they are made here; thread subs
+ * start threads, so they are made in phase 2. */
+int st_worker_start_forks(strata_worker *w, const st_start_plan *plan) {
+    STRATA_TRY(check_created(w));
+    if (w->subs)
+        return st_fail(STRATA_ESTATE, "strata_worker_init: its children are being started");
     int rc = alloc_init_tables(w);
     if (rc != STRATA_OK)
-        return init_failed(w, rc);
+        return init_failed(w, plan, rc);
     if (plan->shared_arena && !w->arena) { /* before the first fork: every child maps it */
         rc = st_arena_create(w->cfg.shared_arena_bytes, &w->arena);
         if (rc != STRATA_OK)
-            return init_failed(w, st_fail_prefix(rc, "strata_worker_init"));
+            return init_failed(w, plan, st_fail_prefix(rc, "strata_worker_init"));
     }
-    int n = (int)w->cfg.sub_workers;
-    const st_sub_port port = {
-        .spin_ns = w->cfg.spin_ns,
-        .before_claim_hook = w->hooks[ST_HOOK_SUB_BEFORE_CLAIM] != NULL,
-        .startup_timeout_ns = w->cfg.startup_timeout_ns,
-    };
-    /* Every fork comes before the first thread of this worker: a thread
-     * running at a fork (in an allocator, holding any lock) would leave the
-     * child a lock no one releases. Process subs fork as they are made, so
-     * they come first; thread subs start threads, so they come last. */
-    if (plan->subs_fork && (rc = create_subs(w, plan, &port, n)) != STRATA_OK)
-        return init_failed(w, rc);
-    if (plan->start_children) {
+    const st_sub_port port = sub_port_of(w);
+    if (plan->subs_fork && (rc = create_subs(w, plan, &port, (int)w->cfg.sub_workers)) != STRATA_OK)
+        return init_failed(w, plan, rc);
+    if (plan->fork_children) {
         st_endpoint *subs[STRATA_MAX_SUB_WORKERS];
         for (int i = 0; i < w->nsubs; i++)
             subs[i] = w->subs[i].ep;
-        rc = plan->start_children(w, subs, w->nsubs, &port);
+        rc = plan->fork_children(w, subs, w->nsubs, &port);
         if (rc != STRATA_OK)
-            return init_failed(w, rc);
+            return init_failed(w, plan, rc);
+    }
+    return STRATA_OK;
+}
+
+/* Phase 2: every thread of the subtree (the whole tree is forked by now). */
+int st_worker_start_threads(strata_worker *w, const st_start_plan *plan) {
+    STRATA_TRY(check_created(w));
+    if (!w->subs)
+        return st_fail(STRATA_ESTATE, "strata_worker_init: its processes were not forked first");
+    const st_sub_port port = sub_port_of(w);
+    int n = (int)w->cfg.sub_workers;
+    int rc = STRATA_OK;
+    if (plan->thread_children) {
+        st_endpoint *subs[STRATA_MAX_SUB_WORKERS];
+        for (int i = 0; i < w->nsubs; i++)
+            subs[i] = w->subs[i].ep;
+        rc = plan->thread_children(w, subs, w->nsubs, &port);
+        if (rc != STRATA_OK)
+            return init_failed(w, plan, rc);
     }
     if (!plan->subs_fork && (rc = create_subs(w, plan, &port, n)) != STRATA_OK)
-        return init_failed(w, rc);
+        return init_failed(w, plan, rc);
     atomic_store(&w->gone_subs, 0);
     /* Idle stack with sub 0 on top. */
     for (int i = 0; i < n; i++)
@@ -413,7 +455,7 @@ int st_worker_start(strata_worker *w, const st_start_plan *plan) {
     w->nidle_subs = n;
     rc = st_sched_start(w);
     if (rc != STRATA_OK)
-        return init_failed(w, rc); /* the worker stays CREATED: init may be retried */
+        return init_failed(w, plan, rc); /* the worker stays CREATED: init may be retried */
     st_engine_lock(w);
     worker_move(w, WORKER_T_START);
     st_engine_unlock(w);

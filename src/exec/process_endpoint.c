@@ -19,10 +19,10 @@
  * -> IDLE (after reading the result).
  *
  * Threads: one parent-side thread per endpoint, started once the child is
- * ready. It parks on the parent doorbell with no timeout while nothing is in
- * flight, and with a 2 ms timeout while something is, probing the child's
- * liveness at every timeout: a dead child's in-flight tasks fail with its
- * wait status within milliseconds, and the engine learns it is gone.
+ * ready and every process of the worker tree was forked (st_proc_ep_start_thread). It parks on the
+ * parent doorbell with no timeout while nothing is in flight, and with a 2 ms timeout while
+ * something is, probing the child's liveness at every timeout: a dead child's in-flight tasks fail
+ * with its wait status within milliseconds, and the engine learns it is gone.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -516,14 +516,22 @@ int st_proc_ep_wait_ready(st_proc_ep *p, uint64_t deadline_ns) {
     }
     st_mbox_publish(ctl, ST_MBOX_IDLE);
     atomic_store(&p->stopping, 0);
+    st_mutex_lock(&p->lock);
+    life_move(p, LIFE_T_READY);
+    st_mutex_unlock(&p->lock);
+    return STRATA_OK;
+}
+
+int st_proc_ep_start_thread(st_proc_ep *p) {
+    if (p->thread_started)
+        return STRATA_OK;
+    if (p->life != LIFE_SERVING)
+        return st_fail(STRATA_ESTATE, "%s: not ready", p->cfg.label);
     if (pthread_create(&p->thread, NULL, proc_thread_main, p) != 0) {
         shut_down(p);
         return st_fail(STRATA_ENOMEM, "%s: could not start its parent-side thread", p->cfg.label);
     }
     p->thread_started = 1;
-    st_mutex_lock(&p->lock);
-    life_move(p, LIFE_T_READY);
-    st_mutex_unlock(&p->lock);
     return STRATA_OK;
 }
 

@@ -19,8 +19,9 @@
  *           then the serve loop); callables registered before the fork are in
  *           the child's inherited snapshot, later ones are broadcast (REGISTER).
  *   parent: st_proc_ep_wait_ready (bounded: a child that fails init, exits
- *           or hangs gives an error naming it), then the engine owns it as an
- *           st_endpoint (dispatch, activate, stop, destroy).
+ *           or hangs gives an error naming it), then, once every process of
+ *           the worker tree is forked, st_proc_ep_start_thread; then the
+ *           engine owns it as an st_endpoint (dispatch, activate, stop, destroy).
  *   parent: control calls (st_proc_ep_control) from any thread but the
  *           endpoint's own, one at a time, their errors carried back.
  *   child:  exits when the sticky shutdown word is set, when its parent is
@@ -118,9 +119,13 @@ int st_proc_ep_create(st_engine *e, const st_proc_ep_config *cfg, st_proc_ep **o
 /* Fork the child; returns at once (children initialise in parallel). */
 int st_proc_ep_spawn(st_proc_ep *p);
 /* Wait (bounded by deadline_ns) for INIT_READY; on INIT_FAILED, an early exit
- * or the deadline: an error naming the child, and the child is reaped. Then
- * starts the endpoint's parent-side thread. */
+ * or the deadline: an error naming the child, and the child is reaped. Starts
+ * no thread (more processes of the tree may be forked after it). */
 int st_proc_ep_wait_ready(st_proc_ep *p, uint64_t deadline_ns);
+/* Start the endpoint's parent-side thread (the child is ready: after
+ * st_proc_ep_wait_ready, once every process of the worker tree was forked).
+ * Idempotent. On failure the child is reaped. */
+int st_proc_ep_start_thread(st_proc_ep *p);
 /* The st_endpoint of p (its ops are the process endpoint's). */
 st_endpoint *st_proc_ep_endpoint(st_proc_ep *p);
 /* p of an endpoint, or NULL if ep is not a process endpoint. */

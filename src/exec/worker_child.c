@@ -5,7 +5,9 @@
  * Owns: strata_worker_add_child and strata_child_config_init; the one way a
  * child Worker runs a task (run_task_on: the orchestration callable the task
  * names becomes one run of the inner worker, synchronous, its error the
- * task's message); the thread-hosted endpoint (one thread, capacity 1); the
+ * task's message); the thread-hosted endpoint (one thread, capacity 1, which
+ * brings its inner worker up in the parent's two init phases: every fork of
+ * the tree before any thread of it); the
  * "worker" kind of process child (st_worker_child_kind: init brings up the
  * whole subtree in the child before it reports ready, a task frame is one run,
  * shutdown closes the inner worker, which closes its own children).
@@ -27,6 +29,7 @@
 #include "core/endpoint.h"
 #include "exec/process_endpoint.h"
 #include "exec/worker_child.h"
+#include "exec/worker_init.h"
 #include "strata/worker.h"
 #include "util/alloc.h"
 #include "util/error.h"
@@ -105,8 +108,10 @@ typedef struct child_thread_ep {
     st_endpoint base;
     strata_worker *inner;
     pthread_t thread;
-    int started;
-    int inited; /* the inner worker was initialised (at the parent's init) */
+    int started; /* the endpoint's thread runs (phase 2 of the parent's init) */
+    int forked;  /* the inner worker's phase 1 ran: its processes are forked and ready */
+    int running; /* the inner worker's phase 2 ran: it is RUNNING */
+    int spent;   /* it was closed by a failed init after its phase 2: no retry */
     uint32_t spin_ns;
     st_event mbox;      /* the mailbox word (transitions at the top of this file) */
     st_dispatch d;      /* valid while the word is TASK */
@@ -153,18 +158,70 @@ static void child_thread_stop(st_endpoint *base) {
     st_event_set(&ep->mbox, CHILD_STOP);
 }
 
-/* At the parent's init (its shared arena reserved, nothing forked yet): the
- * inner worker starts, forking the processes below it, which so see the
- * parent's buffers. */
-static int child_thread_start(st_endpoint *base) {
+/* Phase 1 of the parent's init (its shared arena reserved, its own process
+ * children forked): the inner worker forks the processes below it, which so
+ * see the parent's buffers, and waits for them; no thread starts. */
+static int child_thread_start_forks(st_endpoint *base) {
     child_thread_ep *ep = (child_thread_ep *)base;
-    if (ep->inited)
+    if (ep->spent)
+        return st_fail(STRATA_ESTATE,
+                       "%s: its worker was closed when an earlier strata_worker_init of the "
+                       "parent failed after the child had started; destroy the parent and "
+                       "build it again",
+                       ep->base.label);
+    if (ep->forked)
         return STRATA_OK;
-    int rc = strata_worker_init(ep->inner);
+    int rc = st_worker_init_forks(ep->inner);
     if (rc != STRATA_OK)
         return st_fail_prefix(rc, ep->base.label);
-    ep->inited = 1;
+    ep->forked = 1;
     return STRATA_OK;
+}
+
+/* Phase 2 (every process of the tree forked): the inner worker's threads,
+ * then the endpoint's own. */
+static int child_thread_start_threads(st_endpoint *base) {
+    child_thread_ep *ep = (child_thread_ep *)base;
+    if (!ep->forked)
+        return st_fail(STRATA_ESTATE, "%s: its processes were not forked first", ep->base.label);
+    if (!ep->running) {
+        int rc = st_worker_init_threads(ep->inner);
+        if (rc != STRATA_OK) {
+            ep->forked = 0; /* the inner worker undid its phase 1 too */
+            return st_fail_prefix(rc, ep->base.label);
+        }
+        ep->running = 1;
+    }
+    if (ep->started)
+        return STRATA_OK;
+    atomic_store(&ep->mbox.value, CHILD_IDLE);
+    if (pthread_create(&ep->thread, NULL, child_thread_main, ep) != 0)
+        return st_fail(STRATA_ENOMEM, "strata_worker_init: cannot start the thread of %s",
+                       ep->base.label);
+    ep->started = 1;
+    return STRATA_OK;
+}
+
+/* The parent's init failed: join the endpoint's thread, then undo the inner
+ * worker's phases. An inner worker still only forked goes back to CREATED
+ * (its processes reaped; a retry forks them again); a RUNNING one cannot, so
+ * it is closed (its whole subtree stopped and reaped) and the child is spent. */
+static void child_thread_unstart(st_endpoint *base) {
+    child_thread_ep *ep = (child_thread_ep *)base;
+    if (ep->started) {
+        st_event_set(&ep->mbox, CHILD_STOP);
+        pthread_join(ep->thread, NULL);
+        ep->started = 0;
+        atomic_store(&ep->mbox.value, CHILD_IDLE);
+    }
+    if (ep->running) {
+        strata_worker_close(ep->inner);
+        ep->running = 0;
+        ep->spent = 1;
+    } else if (ep->forked) {
+        st_worker_init_undo(ep->inner);
+    }
+    ep->forked = 0;
 }
 
 static void child_thread_destroy(st_endpoint *base) {
@@ -183,7 +240,9 @@ static const st_endpoint_ops child_thread_ops = {
     .destroy = child_thread_destroy,
     .lend = NULL,
     .registered = NULL, /* the inner worker's callables are its own (setup registers them) */
-    .start = child_thread_start,
+    .start_forks = child_thread_start_forks,
+    .start_threads = child_thread_start_threads,
+    .unstart = child_thread_unstart,
 };
 
 static void name_child(char *out, size_t cap, const strata_child_config *cfg, int worker_id) {
@@ -204,7 +263,7 @@ static int add_thread_child(strata_worker *parent, const strata_child_config *cf
     ep->base.ops = &child_thread_ops;
     ep->base.capacity = 1; /* one run at a time: a task is a whole run of the child */
     /* Created and set up now (setup's errors surface here); initialised at
-     * the parent's init (child_thread_start). */
+     * the parent's init (child_thread_start_forks, then _start_threads). */
     int rc = st_worker_child_bring_up(cfg, name, 0, &ep->inner);
     if (rc == STRATA_OK)
         rc = st_worker_add_endpoint(parent, &ep->base, worker_id);
@@ -217,12 +276,7 @@ static int add_thread_child(strata_worker *parent, const strata_child_config *cf
     }
     snprintf(ep->base.label, sizeof ep->base.label, "%d (%s)", *worker_id, name);
     ep->spin_ns = cfg->worker.spin_ns;
-    /* From here the parent owns the endpoint: a failure leaves it to close. */
-    if (pthread_create(&ep->thread, NULL, child_thread_main, ep) != 0)
-        return st_fail(STRATA_ENOMEM, "strata_worker_add_child: cannot start the thread of %s",
-                       ep->base.label);
-    ep->started = 1;
-    return STRATA_OK;
+    return STRATA_OK; /* its worker and thread start at the parent's init, in two phases */
 }
 
 /* ---- Process hosting ----------------------------------------------------------------- */
