@@ -311,7 +311,10 @@ static void proc_dispatch(st_endpoint *ep, const st_dispatch *d) {
     };
     rec->ref = d->ref;
     rec->member = d->member;
-    snprintf(rec->task, sizeof rec->task, "%s", d->callable->name);
+    /* a bounded copy, not snprintf: this runs per task under the engine lock */
+    size_t nlen = strnlen(d->callable->name, sizeof rec->task - 1);
+    memcpy(rec->task, d->callable->name, nlen);
+    rec->task[nlen] = '\0';
     rec->staged = dispatch_staged(d);
     rec->busy = 1;
     p->inflight++;
