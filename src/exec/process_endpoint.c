@@ -19,10 +19,23 @@
  * -> IDLE (after reading the result).
  *
  * Threads: one parent-side thread per endpoint, started once the child is
- * ready and every process of the worker tree was forked (st_proc_ep_start_thread). It parks on the
- * parent doorbell with no timeout while nothing is in flight, and with a 2 ms timeout while
- * something is, probing the child's liveness at every timeout: a dead child's in-flight tasks fail
- * with its wait status within milliseconds, and the engine learns it is gone.
+ * ready and every process of the worker tree was forked
+ * (st_proc_ep_start_thread). It parks on the parent doorbell with no timeout while nothing is in
+ * flight, and with a 2 ms timeout while something is, probing the child's
+ * liveness at every timeout: a dead child's in-flight tasks fail with its
+ * wait status within milliseconds, and the engine learns it is gone. A
+ * dispatch rings that doorbell only while the thread is in (or about to
+ * enter) the unbounded park (`idle_parked`): when it spins, parks with the
+ * timeout or runs the dispatch itself, the ring would only move the bell's
+ * cache line away from the child, and wake nobody.
+ * While a waiting caller lends (proc_lend hands finished results back and
+ * completes them itself, core/helping.c), each lend renews a short lease
+ * (`lend_until`), and while it holds the thread parks at once, with the
+ * 2 ms timeout, instead of spinning: the caller collects, and the thread
+ * would only take a core from it and the children. A child of one frame
+ * rings a parked parent late (process_child.c: only if the result is still
+ * there a few microseconds later), so a result the caller collects wakes
+ * nobody, and one the caller left behind wakes the thread.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -39,6 +52,7 @@
 #include "util/state_machine.h"
 
 #define PROBE_NS 2000000ull           /* park timeout while tasks are in flight */
+#define LEASE_MIN_NS 20000ull         /* a lend's lease lasts max(spin_ns, this) */
 #define REAP_READY_NS 2000000000ull   /* a served child gets this long to exit after SHUTDOWN */
 #define REAP_STARTING_NS 200000000ull /* a child that never became ready */
 
@@ -103,6 +117,15 @@ struct st_proc_ep {
     int ctl_broken; /* a control call timed out unanswered: no other until its answer came */
     st_proc_frame_hook frame_hook;
     void *frame_hook_ctx;
+    /* 1 while the parent-side thread is in (or about to enter) its unbounded
+     * park: only then must a dispatch ring it. seq_cst: the thread stores it
+     * before it reads `inflight` under `lock`; a dispatch loads it after it
+     * raised `inflight` under `lock`, so one of the two sees the other. */
+    _Atomic int idle_parked;
+    /* Until when a lending caller collects this endpoint's results (st_now_ns;
+     * 0: none): written by every lend, read by the thread before it waits. In
+     * its own cache line, away from what dispatch and collect write. */
+    _Alignas(64) _Atomic uint64_t lend_until;
 };
 
 static const st_endpoint_ops proc_ops;
@@ -229,11 +252,21 @@ static void *proc_thread_main(void *arg) {
         st_mutex_unlock(&p->lock);
         if (inflight == 0 && atomic_load(&p->stopping))
             return NULL;
-        if (inflight == 0) {
-            st_mbox_wait_bell(bell, seen, p->cfg.spin_ns, UINT64_MAX);
+        int lent = atomic_load_explicit(&p->lend_until, memory_order_relaxed) > st_now_ns();
+        if (inflight == 0 && !lent) {
+            atomic_store(&p->idle_parked, 1);
+            st_mutex_lock(&p->lock); /* a dispatch since the read above did not ring */
+            inflight = p->inflight;
+            st_mutex_unlock(&p->lock);
+            if (inflight == 0 && !atomic_load(&p->stopping))
+                st_mbox_wait_bell(bell, seen, p->cfg.spin_ns, UINT64_MAX);
+            atomic_store(&p->idle_parked, 0);
             continue;
         }
-        if (st_mbox_wait_bell(bell, seen, p->cfg.spin_ns, st_deadline_after(PROBE_NS)) != 0)
+        /* In flight, or a caller collects: park with the probe's timeout (a
+         * dispatch does not ring it: idle_parked is 0), at once while lent. */
+        if (st_mbox_wait_bell(bell, seen, lent ? 0 : p->cfg.spin_ns, st_deadline_after(PROBE_NS)) !=
+            0)
             collect(p, 1); /* nothing for 2 ms: is the child still there? */
     }
 }
@@ -296,7 +329,10 @@ static void proc_dispatch(st_endpoint *ep, const st_dispatch *d) {
     };
     rec->ref = d->ref;
     rec->member = d->member;
-    snprintf(rec->task, sizeof rec->task, "%s", d->callable->name);
+    /* a bounded copy, not snprintf: this runs per task under the engine lock */
+    size_t nlen = strnlen(d->callable->name, sizeof rec->task - 1);
+    memcpy(rec->task, d->callable->name, nlen);
+    rec->task[nlen] = '\0';
     rec->staged = dispatch_staged(d);
     rec->busy = 1;
     p->inflight++;
@@ -308,7 +344,8 @@ static void proc_dispatch(st_endpoint *ep, const st_dispatch *d) {
     st_mutex_unlock(&p->lock);
     st_mbox_frame *ctl = st_mbox_control(p->m);
     st_mbox_ring(&ctl->child_bell);
-    st_mbox_ring(&ctl->parent_bell); /* our thread parks with a timeout from now on */
+    if (atomic_load(&p->idle_parked)) /* it parks with a timeout from now on */
+        st_mbox_ring(&ctl->parent_bell);
 }
 
 static void proc_activate(st_endpoint *ep, uint64_t run_id) {
@@ -396,6 +433,8 @@ static int proc_registered(st_endpoint *ep, const st_callable_info *ci) {
 static int proc_lend(st_endpoint *ep, uint64_t max_run_id) {
     st_proc_ep *p = (st_proc_ep *)ep;
     (void)max_run_id; /* a result is handed back whatever its run */
+    uint64_t span = p->cfg.spin_ns > LEASE_MIN_NS ? p->cfg.spin_ns : LEASE_MIN_NS;
+    atomic_store_explicit(&p->lend_until, st_now_ns() + span, memory_order_relaxed);
     int any = 0;
     for (uint32_t i = 0; i < p->nframes && !any; i++) {
         uint32_t st = st_mbox_state_of(st_mbox_task(p->m, i));
@@ -463,6 +502,8 @@ int st_proc_ep_spawn(st_proc_ep *p) {
     st_mbox_init(p->m);
     atomic_store(&p->dead, 0);
     atomic_store(&p->stopping, 0);
+    atomic_store(&p->idle_parked, 0);
+    atomic_store(&p->lend_until, 0);
     atomic_store(&p->base.gone, 0);
     p->ctl_broken = 0;
     p->inflight = 0;
