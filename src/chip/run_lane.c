@@ -11,10 +11,16 @@
  * use a run after retiring it without holding a reference.
  *
  * Locking: `mu` protects the lane and every run's lane-visible fields.
- * Prepare, launch, poll and finalize run with it held (they are bounded);
- * only the blocking device wait drops it, with the front marked in_wait so
- * nobody else touches that run meanwhile. Lock order: lane mu, then the
- * ChipWorker's mu (taken inside st_cw_*).
+ * Launch, poll, finalize and the front's prepare run with it held (they are
+ * bounded); two calls drop it: the blocking device wait, with the front
+ * marked in_wait, and the early prepare of a successor, with the run marked
+ * preparing (a prepare takes as long as the program's build, and the thread
+ * waiting on the front must be able to finish it and hand its completion on
+ * meanwhile). Nobody else touches a run so marked: while a successor is
+ * being prepared the lane launches nothing, prepares nothing else and drains
+ * nothing (those wait for the cv; the preparing thread moves the front on
+ * when it is done). Lock order: lane mu, then the ChipWorker's mu (taken
+ * inside st_cw_*).
  *
  * Reference counting: a run is referenced by its caller's handle and, while
  * queued, by the FIFO; the lane by its owner and by every run. Internal
@@ -62,6 +68,7 @@ struct st_lane_run {
     int launched;    /* crossed its launch fence (sticky) */
     int fallback;    /* the backend refused an overlapping prepare: prepare it as the front */
     int in_wait;     /* a thread is blocked in the device wait on it */
+    int preparing;   /* a thread is in its early native prepare, lane unlocked */
     int diagnostics; /* never overlaps another run's preparation */
     st_error error;  /* first error; read after TERMINAL */
 };
@@ -207,10 +214,20 @@ static int permits_successor(st_run_lane *lane, const st_lane_run *pred, int suc
 
 /* ---- Preparation and launch (mu held) ------------------------------------------------- */
 
+/* A successor's early prepare is in progress with the lane unlocked. */
+static int lane_preparing(const st_run_lane *lane) {
+    for (uint32_t i = 0; i < lane->count; i++)
+        if (lane->fifo[i]->preparing)
+            return 1;
+    return 0;
+}
+
 typedef enum prepare_outcome { PREPARE_OK, PREPARE_FALLBACK, PREPARE_FAILED } prepare_outcome;
 
 /* QUEUED -> PREPARED. A failed prepare retires the run (never poisons); an
- * overlapping prepare the backend refuses marks a successor for depth one. */
+ * overlapping prepare the backend refuses marks a successor for depth one.
+ * A successor is prepared with mu dropped (marked preparing meanwhile; the
+ * caller holds a reference), the front with it held. */
 static prepare_outcome prepare_native(st_run_lane *lane, st_lane_run *r, int as_successor) {
     st_native_request req = {.slot = r->slot,
                              .leased = r->leased,
@@ -224,8 +241,21 @@ static prepare_outcome prepare_native(st_run_lane *lane, st_lane_run *r, int as_
                              .accepted = r->accepted,
                              .accepted_value = r->accepted_value};
     int incompatible = 0;
-    int rc = st_cw_prepare(lane->cw, &req, &r->token, &incompatible);
+    st_native_token token = {0};
+    int rc;
+    if (as_successor) {
+        st_chip_worker *cw = lane->cw; /* close drains first: it outlives the prepare */
+        r->preparing = 1;
+        pthread_mutex_unlock(&lane->mu);
+        rc = st_cw_prepare(cw, &req, &token, &incompatible);
+        pthread_mutex_lock(&lane->mu);
+        r->preparing = 0;
+        pthread_cond_broadcast(&lane->cv); /* launch, drain and abandon wait for this */
+    } else {
+        rc = st_cw_prepare(lane->cw, &req, &token, &incompatible);
+    }
     if (rc == STRATA_OK) {
+        r->token = token;
         lane_move(r, LANE_T_PREPARE);
         r->disposition = STRATA_CHIP_NATIVE_PREPARED;
         return PREPARE_OK;
@@ -239,14 +269,20 @@ static prepare_outcome prepare_native(st_run_lane *lane, st_lane_run *r, int as_
     return PREPARE_FAILED;
 }
 
-/* Prepare the back run early while the front executes, when allowed. */
+static void launch_front(st_run_lane *lane);
+
+/* Prepare the back run early while the front executes, when allowed (mu
+ * dropped during the prepare), then move the front on: it may have finished
+ * meanwhile, and this run been activated behind it. */
 static void prepare_successor_if_eligible(st_run_lane *lane, st_lane_run *r) {
-    if (lane->count != 2 || lane->fifo[1] != r || r->phase != ST_LANE_QUEUED || r->fallback)
+    if (lane->count != 2 || lane->fifo[1] != r || r->phase != ST_LANE_QUEUED || r->fallback ||
+        lane_preparing(lane))
         return;
     if (!permits_successor(lane, lane->fifo[0], r->diagnostics))
         return;
     run_hold(r);
     prepare_native(lane, r, 1);
+    launch_front(lane);
     run_drop(r);
 }
 
@@ -281,8 +317,8 @@ static void yield_unactivated(st_run_lane *lane) {
  * lane, else prepare and launch it once activated. Never throws an error at
  * the caller; failures become the front's error. */
 static void launch_front(st_run_lane *lane) {
-    if (lane->count == 0)
-        return;
+    if (lane->count == 0 || lane_preparing(lane))
+        return; /* the preparing thread calls this again when it is done */
     st_lane_run *f = lane->fifo[0];
     run_hold(f);
     if (lane_poisoned(lane)) {
@@ -418,6 +454,10 @@ static void fail_dropped(st_run_lane *lane, st_lane_run *f, const char *ident) {
 static void drain_front(st_run_lane *lane) {
     if (lane->count == 0)
         return;
+    if (lane_preparing(lane)) {
+        park(lane, UINT64_MAX); /* the preparing thread broadcasts when it is done */
+        return;
+    }
     st_lane_run *f = lane->fifo[0];
     run_hold(f);
     char ident[128];
@@ -745,6 +785,8 @@ int st_lane_abandon(st_lane_run *r) {
         return st_fail(STRATA_EINVAL, "abandon: empty run handle");
     st_run_lane *lane = r->lane;
     pthread_mutex_lock(&lane->mu);
+    while (r->preparing)
+        pthread_cond_wait(&lane->cv, &lane->mu);
     char ident[128];
     run_ident(r, ident, sizeof ident);
     int rc = STRATA_OK;

@@ -150,12 +150,14 @@ static void retire(strata_worker *w, st_run *r) {
         atomic_fetch_add(&w->lingering_helpers, 1);
     r->is_head = 0;
     run_transition_to(r, st_run_failed(r) ? RUN_T_FAIL : RUN_T_COMPLETE);
-    st_event_bump(&w->admit_ev);
-    if (was_head) {
+    /* The successor's activation before the admission waiter's wake: its
+     * staged tasks launch on their endpoints' threads meanwhile, and the wake
+     * costs this thread a system call. */
+    if (was_head)
         activate_head(w);
-        if (w->fifo_head)
-            st_run_finish_if_ready(w, w->fifo_head);
-    }
+    st_event_bump(&w->admit_ev);
+    if (was_head && w->fifo_head)
+        st_run_finish_if_ready(w, w->fifo_head);
     st_run_unref(r); /* the engine's reference */
 }
 

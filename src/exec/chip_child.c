@@ -29,6 +29,7 @@
 #include "util/message.h"
 
 #define CONTROL_TIMEOUT_NS (60ull * 1000000000ull) /* one control call of a process chip */
+#define CHIP_DRIVER_SPIN_NS 30000u                 /* see chip_kind_init */
 
 /* ---- In the child ---------------------------------------------------------------------- */
 
@@ -73,6 +74,14 @@ static int chip_kind_init(void *arg, void **self) {
                                         .staged = chip_child_staged,
                                         .launched = chip_child_launched};
     st_chip_driver_init(&s->drv, s->chip, s->label, NULL, &hooks);
+    /* The serve loop submits and activates tasks itself (one thread hop
+     * fewer on the path of every task); the driver's threads wait in the
+     * device and release. A thread that completed a task watches briefly
+     * for the activation the loop makes next, whose device wait it then
+     * takes without being woken (the loop would pay that wake before it
+     * serves the successor's frame). */
+    s->drv.owner_serves = 1;
+    s->drv.spin_ns = CHIP_DRIVER_SPIN_NS;
     rc = st_chip_driver_start(&s->drv);
     if (rc != STRATA_OK) {
         st_chip_driver_destroy(&s->drv);
@@ -104,6 +113,8 @@ static void chip_kind_task(void *self, st_mbox *m, uint32_t frame, const strata_
     char why[STRATA_ERRMSG_MAX];
     if (st_chip_driver_dispatch(&s->drv, d, frame, (int)frame, why, sizeof why, NULL) != STRATA_OK)
         st_proc_task_finish(m, frame, STRATA_EENDPOINT, why);
+    else
+        st_chip_driver_serve_now(&s->drv);
 }
 
 /* The frame's run became the head. Its identity must still be the one the
@@ -128,6 +139,7 @@ static void chip_kind_activate(void *self, st_mbox *m, uint32_t frame) {
         return;
     }
     st_chip_driver_activate(&s->drv, d->run_id);
+    st_chip_driver_serve_now(&s->drv);
 }
 
 /* Device memory: the chip's own calls, their errors carried back. */

@@ -31,7 +31,9 @@
 #include "core/endpoint.h"
 #include "exec/chip_driver.h"
 #include "strata/chip.h"
+#include "util/clock.h"
 #include "util/error.h"
+#include "util/futex.h"
 #include "util/message.h"
 #include "util/state_machine.h"
 #include "util/thread_role.h"
@@ -102,8 +104,7 @@ static void complete_task(st_chip_driver *ep, chip_task *t) {
     uint64_t tag = t->tag;
     t->run = NULL;
     t->waiting = 0;
-    chip_task_move(t, CHIP_T_COMPLETE);
-    pthread_cond_broadcast(&ep->cv); /* a record is free; the lane has room */
+    chip_task_move(t, CHIP_T_COMPLETE); /* this thread re-decides next: nobody to wake */
     pthread_mutex_unlock(&ep->mu);
     st_lane_run_release(run);
     ep->hooks.complete(ep->hooks.owner, &t->comp, tag);
@@ -161,8 +162,7 @@ static void submit_task(st_chip_driver *ep, chip_task *t, int activated) {
     pthread_mutex_lock(&ep->mu);
     t->run = run;
     t->lane_activated = activated;
-    uint64_t tag = t->tag;
-    pthread_cond_broadcast(&ep->cv); /* the waiter may take it */
+    uint64_t tag = t->tag; /* its device wait is decided after this step (wake_idle) */
     pthread_mutex_unlock(&ep->mu);
     if (!activated && ep->hooks.staged)
         ep->hooks.staged(ep->hooks.owner, tag, disp);
@@ -330,61 +330,110 @@ static chip_step next_step(st_chip_driver *ep, chip_task **out) {
     return ep->stopping && !any_busy(ep) ? STEP_EXIT : STEP_SLEEP;
 }
 
+/* Whether a thread that is not serving a step now would find one. mu held. */
+static int step_for_idle(st_chip_driver *ep) {
+    chip_task *t = NULL;
+    if (!ep->controlling && control_step(ep, &t) != STEP_SLEEP)
+        return 1;
+    if (ep->in_device_wait < (ep->nthreads > 1 ? ep->nthreads - 1 : 1) && next_to_finish(ep))
+        return 1;
+    return ep->stopping && !any_busy(ep);
+}
+
+/* Wake one sleeping thread if there is a step for it (mu held). Both threads
+ * decide from the same state, so a thread that finds nothing to do leaves
+ * nothing for the other either: only a change, or a step one of them takes
+ * while another is left, needs a wake. */
+static void wake_idle(st_chip_driver *ep) {
+    if (ep->sleeping > 0 && step_for_idle(ep))
+        pthread_cond_signal(&ep->cv);
+}
+
+/* The driver whose serving thread this is (NULL on any other thread): the
+ * owner's calls made from inside a hook leave the step to that thread, which
+ * re-decides when the hook returns (a wake there would only make the two
+ * threads race for the same step). */
+static _Thread_local const st_chip_driver *serving;
+
+/* Run a claimed step (mu held on entry and on return; dropped meanwhile).
+ * Returns the step it ran (an activation whose identity check failed is a
+ * release). */
+static chip_step run_step(st_chip_driver *ep, chip_step step, chip_task *t, char *why, size_t cap) {
+    int activated = t->activated;
+    if (step == STEP_SUBMIT)
+        chip_task_move(t, CHIP_T_SUBMIT); /* room reserved; submit_task settles it */
+    /* Only lane-activated records nobody claimed are waited for:
+     * lane_activated is set once the lane was told, and a record this
+     * thread releases is claimed first (so it is completed once). */
+    if (step == STEP_ACTIVATE && !activation_identity_ok(ep, t))
+        step = STEP_RELEASE;
+    if (step == STEP_RELEASE) {
+        t->waiting = 1;
+        if (poisoned(ep))
+            st_msg_format(why, cap, "%s", st_error_msg(&ep->poison));
+        else
+            st_msg_format(why, cap,
+                          "%s stopped before run %llu became the head: its staged task "
+                          "(dispatch %u) was released unlaunched",
+                          ep->label, (unsigned long long)t->d.run_id, t->d.dispatch_id);
+    }
+    pthread_mutex_unlock(&ep->mu);
+    switch (step) {
+    case STEP_SUBMIT:
+        submit_task(ep, t, activated);
+        break;
+    case STEP_ACTIVATE:
+        st_lane_activate(t->run); /* a failed run reports at its wait */
+        pthread_mutex_lock(&ep->mu);
+        t->lane_activated = 1;
+        pthread_mutex_unlock(&ep->mu);
+        break;
+    case STEP_FINISH:
+        finish_task(ep, t);
+        break;
+    case STEP_RELEASE:
+        release_task(ep, t, why);
+        break;
+    default:
+        break;
+    }
+    pthread_mutex_lock(&ep->mu);
+    return step;
+}
+
 static void *chip_ep_serve(st_chip_driver *ep) {
     char why[STRATA_ERRMSG_MAX];
+    serving = ep;
+    chip_step last = STEP_SLEEP;
     pthread_mutex_lock(&ep->mu);
     for (;;) {
         chip_task *t = NULL;
         chip_step step;
-        while ((step = next_step(ep, &t)) == STEP_SLEEP)
+        int spin = last == STEP_FINISH && ep->spin_ns > 0;
+        while ((step = next_step(ep, &t)) == STEP_SLEEP) {
+            if (spin) { /* the owner's next dispatch or activation often follows */
+                spin = 0;
+                uint32_t seen = atomic_load(&ep->changes.value);
+                pthread_mutex_unlock(&ep->mu);
+                st_event_wait(&ep->changes, seen, ep->spin_ns, st_now_ns() + ep->spin_ns);
+                pthread_mutex_lock(&ep->mu);
+                continue;
+            }
+            ep->sleeping++;
             pthread_cond_wait(&ep->cv, &ep->mu);
+            ep->sleeping--;
+        }
         if (step == STEP_EXIT)
             break;
-        int activated = t->activated;
-        if (step == STEP_SUBMIT)
-            chip_task_move(t, CHIP_T_SUBMIT); /* room reserved; submit_task settles it */
-        /* Only lane-activated records nobody claimed are waited for:
-         * lane_activated is set once the lane was told, and a record this
-         * thread releases is claimed first (so it is completed once). */
-        if (step == STEP_ACTIVATE && !activation_identity_ok(ep, t))
-            step = STEP_RELEASE;
-        if (step == STEP_RELEASE) {
-            t->waiting = 1;
-            if (poisoned(ep))
-                st_msg_format(why, sizeof why, "%s", st_error_msg(&ep->poison));
-            else
-                st_msg_format(why, sizeof why,
-                              "%s stopped before run %llu became the head: its staged task "
-                              "(dispatch %u) was released unlaunched",
-                              ep->label, (unsigned long long)t->d.run_id, t->d.dispatch_id);
-        }
-        pthread_mutex_unlock(&ep->mu);
-        switch (step) {
-        case STEP_SUBMIT:
-            submit_task(ep, t, activated);
-            break;
-        case STEP_ACTIVATE:
-            st_lane_activate(t->run); /* a failed run reports at its wait */
-            pthread_mutex_lock(&ep->mu);
-            t->lane_activated = 1;
-            pthread_mutex_unlock(&ep->mu);
-            break;
-        case STEP_FINISH:
-            finish_task(ep, t);
-            break;
-        case STEP_RELEASE:
-            release_task(ep, t, why);
-            break;
-        default:
-            break;
-        }
-        pthread_mutex_lock(&ep->mu);
+        wake_idle(ep); /* a step is left for the other thread (say, a wait beside a submit) */
+        step = run_step(ep, step, t, why, sizeof why);
+        last = step;
         if (step == STEP_FINISH)
             ep->in_device_wait--;
         else
-            ep->controlling = 0;
-        pthread_cond_broadcast(&ep->cv); /* the other thread may go on now */
+            ep->controlling = 0; /* this thread re-decides first; it wakes the other if needed */
     }
+    serving = NULL;
     pthread_cond_broadcast(&ep->cv); /* the other thread leaves too */
     pthread_mutex_unlock(&ep->mu);
     return NULL;
@@ -500,7 +549,9 @@ int st_chip_driver_dispatch(st_chip_driver *ep, const st_dispatch *d, uint64_t t
         t->lane_activated = 0;
         t->activated = !d->staged || d->run_id <= ep->active_run;
         chip_task_move(t, CHIP_T_DISPATCH);
-        pthread_cond_broadcast(&ep->cv);
+        st_event_bump(&ep->changes);
+        if (serving != ep && !ep->owner_serves)
+            wake_idle(ep);
     }
     pthread_mutex_unlock(&ep->mu);
     return rc;
@@ -513,8 +564,27 @@ void st_chip_driver_activate(st_chip_driver *ep, uint64_t run_id) {
     for (int i = 0; i < CHIP_EP_TASKS; i++)
         if (ep->tasks[i].state != CHIP_TASK_FREE && ep->tasks[i].d.run_id <= run_id)
             ep->tasks[i].activated = 1;
-    pthread_cond_broadcast(&ep->cv);
+    st_event_bump(&ep->changes);
+    if (serving != ep && !ep->owner_serves)
+        wake_idle(ep);
     pthread_mutex_unlock(&ep->mu);
+}
+
+int st_chip_driver_serve_now(st_chip_driver *ep) {
+    char why[STRATA_ERRMSG_MAX];
+    int ran = 0;
+    pthread_mutex_lock(&ep->mu);
+    chip_task *t = NULL;
+    chip_step step = ep->controlling ? STEP_SLEEP : control_step(ep, &t);
+    if (step == STEP_SUBMIT || step == STEP_ACTIVATE) {
+        ep->controlling = 1;
+        run_step(ep, step, t, why, sizeof why);
+        ep->controlling = 0;
+        ran = 1;
+    }
+    wake_idle(ep); /* what is left: the device wait of what it launched, a release */
+    pthread_mutex_unlock(&ep->mu);
+    return ran;
 }
 
 void st_chip_driver_poison(st_chip_driver *ep, const char *msg) {

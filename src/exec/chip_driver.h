@@ -34,6 +34,7 @@
 #include "core/endpoint.h"
 #include "strata/chip.h"
 #include "util/error.h"
+#include "util/futex.h"
 
 /* Tasks one chip can hold: two of the head run (the lane prepares one while
  * the other executes) and one staged task of the successor run. */
@@ -85,11 +86,23 @@ typedef struct st_chip_driver {
     int nthreads;       /* threads serving (mu) */
     int controlling;    /* a thread is in a control step: submit, activate, release (mu) */
     int in_device_wait; /* threads in a device wait (mu) */
+    int sleeping;       /* threads blocked on cv (mu) */
+    /* Set by the owner before start: */
+    int owner_serves; /* it calls st_chip_driver_serve_now after dispatch and activate */
+    uint32_t spin_ns; /* a thread that completed a task watches `changes` this long
+                         before it sleeps (0: it sleeps at once) */
     /* mu protects tasks[] (state, d, tag, activated, lane_activated, waiting,
      * run), active_run, stopping, poison and the threads' roles. A leaf lock:
      * never held while calling the owner, the lane or the chip. */
     pthread_mutex_t mu;
-    pthread_cond_t cv; /* both threads sleep here: new task, activation, submit, stop */
+    /* Both threads sleep here. A thread is woken only when there is a step
+     * for it (a task to submit, activate, release or wait for, or the exit):
+     * by the owner's calls, and by a serving thread that takes a step while
+     * another one is left (each serving thread re-decides after every step,
+     * so a change it makes itself, in a hook included, wakes nobody). */
+    pthread_cond_t cv;
+    st_event changes; /* bumped by dispatch and activate (under mu): what a spinning
+                         thread watches, with mu dropped */
     chip_task tasks[CHIP_EP_TASKS];
     uint64_t active_run; /* highest run id activated so far */
     int stopping;
@@ -117,6 +130,13 @@ int st_chip_driver_dispatch(st_chip_driver *drv, const st_dispatch *d, uint64_t 
                             char *why, size_t cap, st_completion **spare);
 /* Run run_id (and every earlier one) became the head: their tasks may launch. */
 void st_chip_driver_activate(st_chip_driver *drv, uint64_t run_id);
+/* For an owner that may block (no lock of its own held, not a hook): run the
+ * submit or activation that is due, if no serving thread is in a control
+ * step, on the calling thread, instead of waking a serving thread for it
+ * (with owner_serves set, dispatch and activate leave that to this call).
+ * A submit may prepare the task (the program's build). A serving thread is
+ * woken for what is left (the device wait, a release). 1 if it ran a step. */
+int st_chip_driver_serve_now(st_chip_driver *drv);
 /* Poison the driver (first reason wins): every task it holds and every later
  * one fails with STRATA_EENDPOINT and this message. */
 void st_chip_driver_poison(st_chip_driver *drv, const char *msg);

@@ -3,7 +3,8 @@
  *
  * Owns: one test per lane behaviour of the chip-level reference (§14 of
  * upstream-chip-level.md) plus the admission rejections, abandon, poison of
- * queued runs, drain/close and concurrent waiters. Runs against the
+ * queued runs, drain/close, concurrent waiters and the front finishing
+ * while its successor is being prepared (the lane unlocked meanwhile). Runs against the
  * scriptable fake backend, so every assertion is on the exact sequence of
  * device calls ("prepare0,launch0,..."), never on timing.
  */
@@ -848,6 +849,99 @@ static void concurrent_waiters_share_one_device_wait(void **state) {
     close_lane(&f);
 }
 
+/* A gate the successor's prepare blocks on (the fake backend's prepare hook,
+ * slot 1 only), with a bound so a lane that cannot make progress meanwhile
+ * fails the test instead of hanging it. */
+typedef struct prepare_gate {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int entered, open, timed_out;
+} prepare_gate;
+
+static void gate_hook(void *user, uint32_t slot, uint64_t generation) {
+    (void)generation;
+    prepare_gate *g = user;
+    if (slot != 1)
+        return;
+    pthread_mutex_lock(&g->mu);
+    g->entered = 1;
+    pthread_cond_broadcast(&g->cv);
+    uint64_t until = st_now_ns() + 5 * TS_SEC;
+    while (!g->open && !g->timed_out) {
+        struct timespec ts = {.tv_sec = (time_t)(until / 1000000000ull),
+                              .tv_nsec = (long)(until % 1000000000ull)};
+        if (pthread_cond_timedwait(&g->cv, &g->mu, &ts) != 0 && !g->open)
+            g->timed_out = 1;
+    }
+    pthread_mutex_unlock(&g->mu);
+}
+
+typedef struct submitter {
+    pthread_t thread;
+    fixture *f;
+    st_lane_run *run;
+} submitter;
+
+static void *submit_successor_main(void *p) {
+    submitter *s = p;
+    st_lane_request r = request(NULL, NULL);
+    st_lane_run *run = NULL;
+    int rc = st_lane_submit_leased(s->f->lane, &r, (st_lease){.slot = 1, .generation = 1}, 2, 2, 0,
+                                   &run);
+    s->run = rc == STRATA_OK ? run : NULL;
+    return NULL;
+}
+
+/* The successor's early prepare drops the lane lock: the front is finished
+ * (finalized) and its successor activated meanwhile; the preparing thread
+ * launches it when its prepare ends. */
+static void the_front_finishes_while_its_successor_is_prepared(void **state) {
+    fixture f;
+    open_lane(&f, fake_entry_capable);
+    prepare_gate g = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* the bound is st_now_ns() based */
+    pthread_cond_init(&g.cv, &ca);
+    pthread_condattr_destroy(&ca);
+    pthread_mutex_lock(&fake_mu);
+    fake.prepare_hook = gate_hook;
+    fake.hook_user = &g;
+    pthread_mutex_unlock(&fake_mu);
+    st_lane_run *a = leased(&f, 0, 1, 1, 1, NULL, NULL);
+    submitter sub = {.f = &f};
+    assert_int_equal(pthread_create(&sub.thread, NULL, submit_successor_main, &sub), 0);
+    pthread_mutex_lock(&g.mu);
+    while (!g.entered)
+        pthread_cond_wait(&g.cv, &g.mu); /* the successor's prepare is in the backend */
+    pthread_mutex_unlock(&g.mu);
+
+    fake_complete(0);
+    wait_ok(a); /* the front finishes while the successor's prepare is still blocked */
+    expect_trace("prepare0,launch0,finalize0");
+    pthread_mutex_lock(&g.mu);
+    assert_false(g.timed_out);
+    pthread_mutex_unlock(&g.mu);
+
+    pthread_mutex_lock(&g.mu);
+    g.open = 1;
+    pthread_cond_broadcast(&g.cv);
+    pthread_mutex_unlock(&g.mu);
+    pthread_join(sub.thread, NULL);
+    assert_non_null(sub.run);
+    expect_trace("prepare0,launch0,finalize0,prepare1");
+    assert_int_equal(st_lane_run_disposition(sub.run), STRATA_CHIP_NATIVE_PREPARED);
+    assert_int_equal(st_lane_run_launched(sub.run), 0); /* never before its activation */
+    assert_ok(st_lane_activate(sub.run));
+    expect_trace("prepare0,launch0,finalize0,prepare1,launch1");
+    fake_complete(1);
+    wait_ok(sub.run);
+    st_lane_run_release(a);
+    st_lane_run_release(sub.run);
+    close_lane(&f);
+    pthread_cond_destroy(&g.cv);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(owns_fifo_preparation_and_launch),
@@ -888,6 +982,7 @@ int main(void) {
         cmocka_unit_test(close_drops_unactivated_runs_with_an_error),
         cmocka_unit_test(waiting_on_a_successor_blocks_on_each_run_once),
         cmocka_unit_test(concurrent_waiters_share_one_device_wait),
+        cmocka_unit_test(the_front_finishes_while_its_successor_is_prepared),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
