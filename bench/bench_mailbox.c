@@ -4,8 +4,9 @@
  *
  * Owns: the two loops. strata: the parent prepares a task frame (identity,
  * config, digest, one tensor and two scalars encoded), publishes TASK_READY
- * and rings the child's bell; the child checks the frame, decodes the
- * arguments, answers TASK_DONE and rings the parent's bell; the parent
+ * and rings the child's bell; the child checks the frame and the payload's
+ * size, decodes the arguments and looks the digest up (process_child.c's
+ * per-task checks), answers TASK_DONE and rings the parent's bell; the parent
  * checks the identity and returns the frame to IDLE. Both sides spin on the
  * frame's state word for SPIN_NS, then park on their bell (the ring wakes
  * them only if they parked), as the process endpoint does. The anchor:
@@ -104,10 +105,33 @@ static uint32_t await_state(st_mbox_frame *f, st_event *bell, uint32_t want) {
     }
 }
 
+/* The child's callables: an open-addressed table of digests, as
+ * process_child.c keeps (one entry registered: the bench's callable). */
+#define TABLE_SLOTS 64u
+static const st_digest *table_[TABLE_SLOTS];
+
+static const st_digest *table_find(const st_digest *d) {
+    uint32_t i;
+    memcpy(&i, d->bytes, sizeof i);
+    i &= TABLE_SLOTS - 1;
+    for (uint32_t n = 0; n < TABLE_SLOTS; n++, i = (i + 1) & (TABLE_SLOTS - 1)) {
+        if (!table_[i])
+            return NULL;
+        if (st_digest_equal(table_[i], d))
+            return table_[i];
+    }
+    return NULL;
+}
+
 static int mailbox_child(void *arg) {
     st_mbox *m = arg;
     st_mbox_frame *f = st_mbox_task(m, 0), *ctl = st_mbox_control(m);
     static strata_task_args args;
+    static st_digest known;
+    known = st_digest_callable(1, "bench_noop");
+    uint32_t at;
+    memcpy(&at, known.bytes, sizeof at);
+    table_[at & (TABLE_SLOTS - 1)] = &known;
     for (;;) {
         uint32_t s =
             await_state(f, &ctl->child_bell, 1u << ST_MBOX_TASK_READY | 1u << ST_MBOX_SHUTDOWN);
@@ -117,9 +141,21 @@ static int mailbox_child(void *arg) {
             return 0;
         if (s != ST_MBOX_TASK_READY)
             return 4;
+        /* what process_child.c's take_task checks per task: the frame, the
+         * payload's size, the arguments (decoded into a private copy), the
+         * callable's digest (looked up in a table) */
         int rc = st_mbox_check_frame(f, "bench child");
+        uint32_t bytes = f->payload_bytes;
+        if (rc == STRATA_OK && bytes > ST_MBOX_ARGS_CAP)
+            rc = STRATA_EINVAL;
         if (rc == STRATA_OK)
-            rc = st_wire_args_decode(f->payload, f->payload_bytes, &args, "bench child");
+            rc = st_wire_args_decode(f->payload, bytes, &args, "bench child");
+        if (rc == STRATA_OK) {
+            st_digest d;
+            memcpy(d.bytes, f->digest, sizeof d.bytes);
+            if (!table_find(&d))
+                rc = STRATA_EINVAL;
+        }
         f->status = rc;
         st_mbox_publish(f, ST_MBOX_TASK_DONE);
         st_mbox_ring(&ctl->parent_bell);

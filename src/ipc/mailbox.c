@@ -29,30 +29,38 @@ _Static_assert(sizeof(st_mbox_trailer) == 40, "the trailer is five u64");
 _Static_assert(sizeof(strata_call_config) == 8, "the call config is 8 bytes");
 _Static_assert(offsetof(st_mbox_frame, state) == 0, "state");
 _Static_assert(offsetof(st_mbox_frame, status) == 4, "status");
-_Static_assert(offsetof(st_mbox_frame, protocol) == 8, "protocol");
-_Static_assert(offsetof(st_mbox_frame, command) == 16, "command");
-_Static_assert(offsetof(st_mbox_frame, arg0) == 24, "arg0");
-_Static_assert(offsetof(st_mbox_frame, arg1) == 32, "arg1");
-_Static_assert(offsetof(st_mbox_frame, result) == 40, "result");
-_Static_assert(offsetof(st_mbox_frame, cfg) == 48, "cfg");
-_Static_assert(offsetof(st_mbox_frame, lease) == 56, "lease");
-_Static_assert(offsetof(st_mbox_frame, member) == 72, "member");
-_Static_assert(offsetof(st_mbox_frame, payload_bytes) == 76, "payload_bytes");
-_Static_assert(offsetof(st_mbox_frame, digest) == 80, "digest");
-_Static_assert(offsetof(st_mbox_frame, child_bell) == 96, "child_bell");
-_Static_assert(offsetof(st_mbox_frame, parent_bell) == 104, "parent_bell");
+_Static_assert(offsetof(st_mbox_frame, payload_bytes) == 8, "payload_bytes");
+_Static_assert(offsetof(st_mbox_frame, member) == 12, "member");
+_Static_assert(offsetof(st_mbox_frame, protocol) == 16, "protocol");
+_Static_assert(offsetof(st_mbox_frame, trailer) == 24, "trailer");
+_Static_assert(offsetof(st_mbox_frame, lease) == 64, "lease");
+_Static_assert(offsetof(st_mbox_frame, cfg) == 80, "cfg");
+_Static_assert(offsetof(st_mbox_frame, disposition) == 88, "disposition");
+_Static_assert(offsetof(st_mbox_frame, accepted) == 92, "accepted");
+_Static_assert(offsetof(st_mbox_frame, digest) == 96, "digest");
+_Static_assert(offsetof(st_mbox_frame, child_bell) == 112, "child_bell");
+_Static_assert(offsetof(st_mbox_frame, parent_bell) == 120, "parent_bell");
 _Static_assert(offsetof(st_mbox_frame, payload) == ST_MBOX_HEAD_BYTES, "payload after the head");
 _Static_assert(offsetof(st_mbox_frame, error) == ST_MBOX_FRAME_BYTES - ST_MBOX_TAIL_BYTES,
                "error opens the tail");
-_Static_assert(offsetof(st_mbox_frame, disposition) ==
+_Static_assert(offsetof(st_mbox_frame, command) ==
                    ST_MBOX_FRAME_BYTES - ST_MBOX_TAIL_BYTES + ST_MBOX_ERR_BYTES,
-               "disposition after the error");
-_Static_assert(offsetof(st_mbox_frame, accepted) == offsetof(st_mbox_frame, disposition) + 4,
-               "accepted");
-_Static_assert(offsetof(st_mbox_frame, shutdown) == offsetof(st_mbox_frame, disposition) + 8,
+               "command after the error");
+_Static_assert(offsetof(st_mbox_frame, arg0) == offsetof(st_mbox_frame, command) + 8, "arg0");
+_Static_assert(offsetof(st_mbox_frame, arg1) == offsetof(st_mbox_frame, command) + 16, "arg1");
+_Static_assert(offsetof(st_mbox_frame, result) == offsetof(st_mbox_frame, command) + 24, "result");
+_Static_assert(offsetof(st_mbox_frame, shutdown) == offsetof(st_mbox_frame, command) + 32,
                "shutdown");
-_Static_assert(offsetof(st_mbox_frame, trailer) == offsetof(st_mbox_frame, disposition) + 16,
-               "trailer");
+/* What a small task's publication writes and the child reads shares the
+ * head's two cache lines; the state, the status and the identity share one. */
+_Static_assert(offsetof(st_mbox_frame, trailer) + sizeof(st_mbox_trailer) <= 64,
+               "state, status, protocol and trailer share cache line 0");
+_Static_assert(offsetof(st_mbox_frame, parent_bell) + sizeof(st_event) <= ST_MBOX_HEAD_BYTES &&
+                   ST_MBOX_HEAD_BYTES == 128,
+               "lease, cfg, disposition, accepted, digest and the bells fill line 1");
+_Static_assert(ST_MBOX_HEAD_BYTES % 64 == 0 && ST_MBOX_TAIL_BYTES % 64 == 0 &&
+                   (ST_MBOX_FRAME_BYTES - ST_MBOX_TAIL_BYTES) % 64 == 0,
+               "the head, payload and tail start on cache lines");
 _Static_assert(offsetof(st_mbox_frame, payload) % 8 == 0 && ST_MBOX_ARGS_CAP % 8 == 0,
                "the payload is 8-byte aligned and sized");
 _Static_assert(sizeof(_Atomic uint32_t) == 4 && _Alignof(st_event) == 4,
@@ -101,21 +109,34 @@ void st_mbox_get_error(const st_mbox_frame *f, char *out, size_t cap) {
 void st_mbox_task_prepare(st_mbox_frame *f, const st_mbox_trailer *t, const st_lease *lease,
                           const strata_call_config *cfg, uint32_t member,
                           const uint8_t digest[ST_MBOX_DIGEST_BYTES]) {
-    f->status = STRATA_OK; /* not the error text: read only after a failure, which writes it */
-    f->protocol = ST_MBOX_PROTOCOL;
-    f->command = ST_MBOX_CMD_NONE;
-    f->arg0 = f->arg1 = f->result = 0;
-    f->cfg = cfg ? *cfg : (strata_call_config){0, 0};
-    f->lease = *lease;
+    /* Only the head: the control words in the tail stay 0 in a task frame
+     * (st_mbox_init; nothing writes them there), and the error text is read
+     * only after a failure, which writes it. */
+    f->status = STRATA_OK;
     f->member = member;
-    if (digest)
-        memcpy(f->digest, digest, ST_MBOX_DIGEST_BYTES);
-    else
-        memset(f->digest, 0, ST_MBOX_DIGEST_BYTES);
-    f->trailer = *t;
-    f->trailer.protocol = ST_MBOX_PROTOCOL;
-    atomic_store_explicit(&f->accepted, 0, memory_order_relaxed);
-    atomic_store_explicit(&f->disposition, ST_MBOX_DISP_NONE, memory_order_relaxed);
+    f->protocol = ST_MBOX_PROTOCOL;
+    f->trailer = (st_mbox_trailer){.protocol = ST_MBOX_PROTOCOL,
+                                   .run_id = t->run_id,
+                                   .lease_slot = t->lease_slot,
+                                   .generation = t->generation,
+                                   .dispatch_id = t->dispatch_id};
+    /* Line 1 is written only where it changes: the child last read it, so a
+     * store would take the line from its cache and the child would fetch it
+     * back; consecutive tasks of one run and callable leave it as it is. */
+    strata_call_config c = cfg ? *cfg : (strata_call_config){0, 0};
+    if (f->lease.slot != lease->slot || f->lease.reserved != lease->reserved ||
+        f->lease.generation != lease->generation)
+        f->lease = *lease;
+    if (f->cfg.block_dim != c.block_dim || f->cfg.flags != c.flags)
+        f->cfg = c;
+    if (atomic_load_explicit(&f->disposition, memory_order_relaxed) != ST_MBOX_DISP_NONE)
+        atomic_store_explicit(&f->disposition, ST_MBOX_DISP_NONE, memory_order_relaxed);
+    if (atomic_load_explicit(&f->accepted, memory_order_relaxed) != 0)
+        atomic_store_explicit(&f->accepted, 0, memory_order_relaxed);
+    static const uint8_t none[ST_MBOX_DIGEST_BYTES];
+    const uint8_t *dg = digest ? digest : none;
+    if (memcmp(f->digest, dg, ST_MBOX_DIGEST_BYTES) != 0)
+        memcpy(f->digest, dg, ST_MBOX_DIGEST_BYTES);
 }
 
 /* What a frame says about itself, copied once (the peer may write meanwhile). */

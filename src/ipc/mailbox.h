@@ -40,13 +40,13 @@
 #include "util/futex.h"
 #include "util/lease.h"
 
-#define ST_MBOX_PROTOCOL 3u          /* task protocol version, in every frame */
-#define ST_MBOX_FRAME_BYTES 65536u   /* one frame */
-#define ST_MBOX_FRAMES 3u            /* control + two task frames */
+#define ST_MBOX_PROTOCOL 3u        /* task protocol version, in every frame */
+#define ST_MBOX_FRAME_BYTES 65536u /* one frame */
+#define ST_MBOX_FRAMES 3u          /* control + two task frames */
 #define ST_MBOX_TASK_FRAMES 2u
 #define ST_MBOX_REGION_BYTES (ST_MBOX_FRAME_BYTES * ST_MBOX_FRAMES)
-#define ST_MBOX_DIGEST_BYTES 16u     /* ST_DIGEST_BYTES (util/digest.h) */
-#define ST_MBOX_ERR_BYTES 512u       /* error text, NUL included (STRATA_ERRMSG_MAX) */
+#define ST_MBOX_DIGEST_BYTES 16u /* ST_DIGEST_BYTES (util/digest.h) */
+#define ST_MBOX_ERR_BYTES 512u   /* error text, NUL included (STRATA_ERRMSG_MAX) */
 
 /* State values: the numbering is part of the wire contract. */
 typedef enum st_mbox_state {
@@ -94,44 +94,53 @@ typedef struct st_mbox_trailer {
     uint64_t protocol; /* ST_MBOX_PROTOCOL */
     uint64_t run_id;   /* != 0 */
     uint64_t lease_slot;
-    uint64_t generation; /* lease generation, != 0 */
+    uint64_t generation;  /* lease generation, != 0 */
     uint64_t dispatch_id; /* per endpoint, from 1 */
 } st_mbox_trailer;
 
 /* Bytes of a frame before the argument area. */
 #define ST_MBOX_HEAD_BYTES 128u
-/* Bytes of a frame after it: error text, the sticky words, the trailer. */
+/* Bytes of a frame after it: error text, the control-only words, the
+ * sticky shutdown word. */
 #define ST_MBOX_TAIL_BYTES (ST_MBOX_ERR_BYTES + 64u)
 /* Bytes of encoded arguments (or control payload) one frame carries. */
 #define ST_MBOX_ARGS_CAP (ST_MBOX_FRAME_BYTES - ST_MBOX_HEAD_BYTES - ST_MBOX_TAIL_BYTES)
 
+/* The layout puts what one task publication writes and the child reads in
+ * the head's two cache lines, right before the argument bytes: line 0 holds
+ * the state, what the child writes back (status) and the identity both sides
+ * check (protocol, trailer); line 1 the rest of the task (lease, config,
+ * disposition and launch words, digest) and, in the control frame, the
+ * doorbells. What only control calls or failures use (command, arguments,
+ * result, error text) and the sticky shutdown word sit in the tail, which a
+ * task round trip never touches. */
 typedef struct st_mbox_frame {
-    /* ---- head (ST_MBOX_HEAD_BYTES) ---- */
-    _Atomic uint32_t state; /* st_mbox_state: release store after the payload */
-    int32_t status;         /* STRATA_OK or the failure's status (task or control) */
-    uint64_t protocol;      /* ST_MBOX_PROTOCOL, written with every publication */
-    uint64_t command;       /* control frame: st_mbox_command; task frames: 0 */
-    uint64_t arg0, arg1;    /* control arguments */
-    uint64_t result;        /* control result */
-    strata_call_config cfg; /* task: its call config (8 bytes) */
-    st_lease lease;         /* task: its run's pipeline lease (16 bytes) */
-    uint32_t member;        /* task: group member index */
-    uint32_t payload_bytes; /* used bytes of payload[] */
+    /* ---- head line 0 (bytes 0..63) ---- */
+    _Atomic uint32_t state;  /* st_mbox_state: release store after the payload */
+    int32_t status;          /* STRATA_OK or the failure's status (task or control) */
+    uint32_t payload_bytes;  /* used bytes of payload[] */
+    uint32_t member;         /* task: group member index */
+    uint64_t protocol;       /* ST_MBOX_PROTOCOL, written with every publication */
+    st_mbox_trailer trailer; /* 40 bytes: the identity both sides check */
+    /* ---- head line 1 (bytes 64..127) ---- */
+    st_lease lease;                       /* task: its run's pipeline lease (16 bytes) */
+    strata_call_config cfg;               /* task: its call config (8 bytes) */
+    _Atomic uint32_t disposition;         /* st_mbox_disposition (task frames) */
+    _Atomic uint32_t accepted;            /* sticky: 1 once the task crossed its launch fence */
     uint8_t digest[ST_MBOX_DIGEST_BYTES]; /* task / register / unregister: the callable */
     /* control frame only: the doorbells (st_event: value + sleepers, futex words). */
     st_event child_bell;  /* the parent rings it after publishing for the child */
     st_event parent_bell; /* the child rings it after publishing for the parent */
-    uint8_t head_pad_[ST_MBOX_HEAD_BYTES - 112];
     /* ---- payload ---- */
     uint8_t payload[ST_MBOX_ARGS_CAP]; /* encoded arguments (ipc/wire_args.h) or control bytes */
     /* ---- tail (ST_MBOX_TAIL_BYTES) ---- */
-    char error[ST_MBOX_ERR_BYTES];     /* NUL-terminated failure text */
-    _Atomic uint32_t disposition;      /* st_mbox_disposition (task frames) */
-    _Atomic uint32_t accepted;         /* sticky: 1 once the task crossed its launch fence */
-    _Atomic uint32_t shutdown;         /* sticky (control frame): 1 once the parent stops */
+    char error[ST_MBOX_ERR_BYTES]; /* NUL-terminated failure text */
+    uint64_t command;              /* control frame: st_mbox_command; task frames: 0 */
+    uint64_t arg0, arg1;           /* control arguments */
+    uint64_t result;               /* control result */
+    _Atomic uint32_t shutdown;     /* sticky (control frame): 1 once the parent stops */
     uint32_t tail_pad_;
-    st_mbox_trailer trailer;           /* 40 bytes */
-    uint8_t tail_pad2_[64 - 16 - sizeof(st_mbox_trailer)];
+    uint8_t tail_pad2_[64 - 40];
 } st_mbox_frame;
 
 /* A mapped region: the three frames. */

@@ -2,8 +2,9 @@
  * decoder on arbitrary bytes.
  *
  * Owns: LLVMFuzzerTestOneInput for the ipc layer: the input becomes a task
- * frame (its first 128 bytes the head, the next 576 the tail: error text,
- * sticky words, trailer; the rest the payload), which st_mbox_check_frame,
+ * frame (its first 128 bytes the head: state, status, identity, trailer,
+ * lease, digest; the next 576 the tail: error text, control words, sticky
+ * shutdown word; the rest the payload), which st_mbox_check_frame,
  * st_mbox_check_identity (against a fixed identity and against the frame's
  * own) and st_mbox_get_error read, and the whole input and the payload are
  * each handed to st_wire_args_decode.

@@ -6,8 +6,9 @@
  * child writes the payload, then the state; the parent acquires the state
  * and finds the whole payload, round after round), the CAS rules between
  * states, the error text (cut with "...", read back NUL-terminated even when
- * the peer left no NUL), what task_prepare writes, clears and leaves (the error text), and the
- * identity checks, one field at a time, each naming the field and values.
+ * the peer left no NUL), what task_prepare writes, clears and leaves (the
+ * error text, the tail's control words), and the identity checks, one field
+ * at a time, each naming the field and values.
  * Must never: assert timing; wait without a bound (a lost publication fails
  * the child, which the parent sees in its exit status). Forks: no TSan label.
  */
@@ -30,27 +31,30 @@ static void the_layout_is_the_wire_contract(void **state) {
     assert_int_equal(sizeof(st_mbox_frame), 65536);
     assert_int_equal(sizeof(st_mbox), 3 * 65536);
     assert_int_equal(ST_MBOX_REGION_BYTES, 3 * 65536);
+    /* head line 0: the state, the status and the identity */
     assert_int_equal(offsetof(st_mbox_frame, state), 0);
     assert_int_equal(offsetof(st_mbox_frame, status), 4);
-    assert_int_equal(offsetof(st_mbox_frame, protocol), 8);
-    assert_int_equal(offsetof(st_mbox_frame, command), 16);
-    assert_int_equal(offsetof(st_mbox_frame, arg0), 24);
-    assert_int_equal(offsetof(st_mbox_frame, arg1), 32);
-    assert_int_equal(offsetof(st_mbox_frame, result), 40);
-    assert_int_equal(offsetof(st_mbox_frame, cfg), 48);
-    assert_int_equal(offsetof(st_mbox_frame, lease), 56);
-    assert_int_equal(offsetof(st_mbox_frame, member), 72);
-    assert_int_equal(offsetof(st_mbox_frame, payload_bytes), 76);
-    assert_int_equal(offsetof(st_mbox_frame, digest), 80);
-    assert_int_equal(offsetof(st_mbox_frame, child_bell), 96);
-    assert_int_equal(offsetof(st_mbox_frame, parent_bell), 104);
+    assert_int_equal(offsetof(st_mbox_frame, payload_bytes), 8);
+    assert_int_equal(offsetof(st_mbox_frame, member), 12);
+    assert_int_equal(offsetof(st_mbox_frame, protocol), 16);
+    assert_int_equal(offsetof(st_mbox_frame, trailer), 24);
+    /* head line 1: the rest of a task, the doorbells */
+    assert_int_equal(offsetof(st_mbox_frame, lease), 64);
+    assert_int_equal(offsetof(st_mbox_frame, cfg), 80);
+    assert_int_equal(offsetof(st_mbox_frame, disposition), 88);
+    assert_int_equal(offsetof(st_mbox_frame, accepted), 92);
+    assert_int_equal(offsetof(st_mbox_frame, digest), 96);
+    assert_int_equal(offsetof(st_mbox_frame, child_bell), 112);
+    assert_int_equal(offsetof(st_mbox_frame, parent_bell), 120);
     assert_int_equal(offsetof(st_mbox_frame, payload), 128);
     assert_int_equal(ST_MBOX_ARGS_CAP, 65536 - 128 - 576);
+    /* tail: the error text, the control words, the sticky shutdown word */
     assert_int_equal(offsetof(st_mbox_frame, error), 65536 - 576);
-    assert_int_equal(offsetof(st_mbox_frame, disposition), 65536 - 64);
-    assert_int_equal(offsetof(st_mbox_frame, accepted), 65536 - 60);
-    assert_int_equal(offsetof(st_mbox_frame, shutdown), 65536 - 56);
-    assert_int_equal(offsetof(st_mbox_frame, trailer), 65536 - 48);
+    assert_int_equal(offsetof(st_mbox_frame, command), 65536 - 64);
+    assert_int_equal(offsetof(st_mbox_frame, arg0), 65536 - 56);
+    assert_int_equal(offsetof(st_mbox_frame, arg1), 65536 - 48);
+    assert_int_equal(offsetof(st_mbox_frame, result), 65536 - 40);
+    assert_int_equal(offsetof(st_mbox_frame, shutdown), 65536 - 32);
     assert_int_equal(sizeof(st_mbox_trailer), 40);
     assert_int_equal(offsetof(st_mbox_trailer, dispatch_id), 32);
     /* the numbering of states is part of the contract */
@@ -225,7 +229,11 @@ static void task_prepare_writes_the_identity_and_clears_the_result(void **state)
     st_mbox_set_error(f, STRATA_EENDPOINT, "left from the last task");
     atomic_store(&f->accepted, 1);
     atomic_store(&f->disposition, ST_MBOX_DISP_NATIVE_PREPARED);
+    assert_int_equal(f->command, ST_MBOX_CMD_NONE); /* a task frame's control words: 0 from init */
+    assert_int_equal(f->arg0 | f->arg1 | f->result, 0);
+    f->result = 5; /* ... and the tail is never written by a task's publication */
     prepare(f);
+    assert_int_equal(f->result, 5);
     assert_int_equal(f->status, STRATA_OK);
     /* the text stays: it is read only after a failure, which writes it first */
     assert_string_equal(f->error, "left from the last task");
