@@ -99,8 +99,7 @@ static int table_put(const st_callable_info *ci) {
 void st_proc_task_finish(st_mbox *m, uint32_t frame, int status, const char *msg) {
     st_mbox_frame *f = st_mbox_task(m, frame);
     if (status == STRATA_OK) {
-        f->status = STRATA_OK;
-        f->error[0] = '\0';
+        f->status = STRATA_OK; /* no error text: the parent reads it only after a failure */
     } else {
         st_mbox_set_error(f, status, "%s", msg && msg[0] ? msg : "(no message)");
     }

@@ -22,7 +22,11 @@
  * ready. It parks on the parent doorbell with no timeout while nothing is in
  * flight, and with a 2 ms timeout while something is, probing the child's
  * liveness at every timeout: a dead child's in-flight tasks fail with its
- * wait status within milliseconds, and the engine learns it is gone.
+ * wait status within milliseconds, and the engine learns it is gone. A
+ * dispatch rings that doorbell only while the thread is in (or about to
+ * enter) the unbounded park (`idle_parked`): when it spins, parks with the
+ * timeout or runs the dispatch itself, the ring would only move the bell's
+ * cache line away from the child, and wake nobody.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -103,6 +107,11 @@ struct st_proc_ep {
     int ctl_broken; /* a control call timed out unanswered: no other until its answer came */
     st_proc_frame_hook frame_hook;
     void *frame_hook_ctx;
+    /* 1 while the parent-side thread is in (or about to enter) its unbounded
+     * park: only then must a dispatch ring it. seq_cst: the thread stores it
+     * before it reads `inflight` under `lock`; a dispatch loads it after it
+     * raised `inflight` under `lock`, so one of the two sees the other. */
+    _Atomic int idle_parked;
 };
 
 static const st_endpoint_ops proc_ops;
@@ -230,7 +239,13 @@ static void *proc_thread_main(void *arg) {
         if (inflight == 0 && atomic_load(&p->stopping))
             return NULL;
         if (inflight == 0) {
-            st_mbox_wait_bell(bell, seen, p->cfg.spin_ns, UINT64_MAX);
+            atomic_store(&p->idle_parked, 1);
+            st_mutex_lock(&p->lock); /* a dispatch since the read above did not ring */
+            inflight = p->inflight;
+            st_mutex_unlock(&p->lock);
+            if (inflight == 0 && !atomic_load(&p->stopping))
+                st_mbox_wait_bell(bell, seen, p->cfg.spin_ns, UINT64_MAX);
+            atomic_store(&p->idle_parked, 0);
             continue;
         }
         if (st_mbox_wait_bell(bell, seen, p->cfg.spin_ns, st_deadline_after(PROBE_NS)) != 0)
@@ -296,7 +311,10 @@ static void proc_dispatch(st_endpoint *ep, const st_dispatch *d) {
     };
     rec->ref = d->ref;
     rec->member = d->member;
-    snprintf(rec->task, sizeof rec->task, "%s", d->callable->name);
+    /* a bounded copy, not snprintf: this runs per task under the engine lock */
+    size_t nlen = strnlen(d->callable->name, sizeof rec->task - 1);
+    memcpy(rec->task, d->callable->name, nlen);
+    rec->task[nlen] = '\0';
     rec->staged = dispatch_staged(d);
     rec->busy = 1;
     p->inflight++;
@@ -308,7 +326,8 @@ static void proc_dispatch(st_endpoint *ep, const st_dispatch *d) {
     st_mutex_unlock(&p->lock);
     st_mbox_frame *ctl = st_mbox_control(p->m);
     st_mbox_ring(&ctl->child_bell);
-    st_mbox_ring(&ctl->parent_bell); /* our thread parks with a timeout from now on */
+    if (atomic_load(&p->idle_parked)) /* it parks with a timeout from now on */
+        st_mbox_ring(&ctl->parent_bell);
 }
 
 static void proc_activate(st_endpoint *ep, uint64_t run_id) {
@@ -463,6 +482,7 @@ int st_proc_ep_spawn(st_proc_ep *p) {
     st_mbox_init(p->m);
     atomic_store(&p->dead, 0);
     atomic_store(&p->stopping, 0);
+    atomic_store(&p->idle_parked, 0);
     atomic_store(&p->base.gone, 0);
     p->ctl_broken = 0;
     p->inflight = 0;

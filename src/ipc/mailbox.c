@@ -101,8 +101,7 @@ void st_mbox_get_error(const st_mbox_frame *f, char *out, size_t cap) {
 void st_mbox_task_prepare(st_mbox_frame *f, const st_mbox_trailer *t, const st_lease *lease,
                           const strata_call_config *cfg, uint32_t member,
                           const uint8_t digest[ST_MBOX_DIGEST_BYTES]) {
-    f->status = STRATA_OK;
-    f->error[0] = '\0';
+    f->status = STRATA_OK; /* not the error text: read only after a failure, which writes it */
     f->protocol = ST_MBOX_PROTOCOL;
     f->command = ST_MBOX_CMD_NONE;
     f->arg0 = f->arg1 = f->result = 0;

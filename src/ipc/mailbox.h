@@ -172,7 +172,9 @@ void st_mbox_set_error(st_mbox_frame *f, int status, const char *fmt, ...)
 void st_mbox_get_error(const st_mbox_frame *f, char *out, size_t cap);
 
 /* Fill a task frame's identity and config for dispatch `t` before the state
- * is published: clears status, error, accepted and disposition. */
+ * is published: clears status, accepted and disposition. The error text is
+ * left alone: a reader reads it only after a failure (TASK_FAILED or a status
+ * other than STRATA_OK), and whoever fails writes it first. */
 void st_mbox_task_prepare(st_mbox_frame *f, const st_mbox_trailer *t, const st_lease *lease,
                           const strata_call_config *cfg, uint32_t member,
                           const uint8_t digest[ST_MBOX_DIGEST_BYTES]);
