@@ -140,6 +140,8 @@ static void refuse(uint32_t i, int status) {
 static void take_task(uint32_t i, st_mbox_frame *f, const st_proc_kind *kind) {
     const char *who = loop_.cfg->label;
     child_frame *cf = &loop_.frames[i];
+    /* the parent reads it only after this process died: relaxed is enough */
+    atomic_store_explicit(&f->taken, 1, memory_order_relaxed);
     if (st_mbox_check_frame(f, who) != STRATA_OK) {
         refuse(i, STRATA_EENDPOINT);
         return;

@@ -49,6 +49,7 @@ _Static_assert(offsetof(st_mbox_frame, disposition) ==
                "disposition after the error");
 _Static_assert(offsetof(st_mbox_frame, accepted) == offsetof(st_mbox_frame, disposition) + 4,
                "accepted");
+_Static_assert(offsetof(st_mbox_frame, taken) == offsetof(st_mbox_frame, shutdown) + 4, "taken");
 _Static_assert(offsetof(st_mbox_frame, shutdown) == offsetof(st_mbox_frame, disposition) + 8,
                "shutdown");
 _Static_assert(offsetof(st_mbox_frame, trailer) == offsetof(st_mbox_frame, disposition) + 16,
@@ -115,6 +116,7 @@ void st_mbox_task_prepare(st_mbox_frame *f, const st_mbox_trailer *t, const st_l
     f->trailer = *t;
     f->trailer.protocol = ST_MBOX_PROTOCOL;
     atomic_store_explicit(&f->accepted, 0, memory_order_relaxed);
+    atomic_store_explicit(&f->taken, 0, memory_order_relaxed);
     atomic_store_explicit(&f->disposition, ST_MBOX_DISP_NONE, memory_order_relaxed);
 }
 

@@ -21,7 +21,9 @@
  *   PREPARE_READY --C--> FRAME_STAGED          (validated; disposition written first)
  *   PREPARE_READY --P(CAS)--> TASK_READY       (activated before the child staged it)
  *   FRAME_STAGED --P(CAS)--> ACTIVATE          (its run became the head)
- *   TASK_READY | ACTIVATE --C--> TASK_LAUNCHED (informational)
+ *   TASK_LAUNCHED: reserved (its number kept), never written: a launch is
+ *     told by the sticky `accepted` word; the state stays TASK_READY |
+ *     ACTIVATE until TASK_DONE | TASK_FAILED
  *   any live state --C--> TASK_DONE | TASK_FAILED
  *   TASK_DONE | TASK_FAILED --P--> IDLE        (after the parent read the result)
  * Control frame states:
@@ -40,13 +42,13 @@
 #include "util/futex.h"
 #include "util/lease.h"
 
-#define ST_MBOX_PROTOCOL 3u          /* task protocol version, in every frame */
-#define ST_MBOX_FRAME_BYTES 65536u   /* one frame */
-#define ST_MBOX_FRAMES 3u            /* control + two task frames */
+#define ST_MBOX_PROTOCOL 3u        /* task protocol version, in every frame */
+#define ST_MBOX_FRAME_BYTES 65536u /* one frame */
+#define ST_MBOX_FRAMES 3u          /* control + two task frames */
 #define ST_MBOX_TASK_FRAMES 2u
 #define ST_MBOX_REGION_BYTES (ST_MBOX_FRAME_BYTES * ST_MBOX_FRAMES)
-#define ST_MBOX_DIGEST_BYTES 16u     /* ST_DIGEST_BYTES (util/digest.h) */
-#define ST_MBOX_ERR_BYTES 512u       /* error text, NUL included (STRATA_ERRMSG_MAX) */
+#define ST_MBOX_DIGEST_BYTES 16u /* ST_DIGEST_BYTES (util/digest.h) */
+#define ST_MBOX_ERR_BYTES 512u   /* error text, NUL included (STRATA_ERRMSG_MAX) */
 
 /* State values: the numbering is part of the wire contract. */
 typedef enum st_mbox_state {
@@ -59,7 +61,7 @@ typedef enum st_mbox_state {
     ST_MBOX_INIT_READY = 6,
     ST_MBOX_INIT_FAILED = 7,
     ST_MBOX_FRAME_STAGED = 8,
-    ST_MBOX_TASK_LAUNCHED = 9,
+    ST_MBOX_TASK_LAUNCHED = 9, /* reserved: never written (see above) */
     ST_MBOX_TASK_FAILED = 10,
     ST_MBOX_ACTIVATE = 11,
     ST_MBOX_PREPARE_READY = 12,
@@ -94,7 +96,7 @@ typedef struct st_mbox_trailer {
     uint64_t protocol; /* ST_MBOX_PROTOCOL */
     uint64_t run_id;   /* != 0 */
     uint64_t lease_slot;
-    uint64_t generation; /* lease generation, != 0 */
+    uint64_t generation;  /* lease generation, != 0 */
     uint64_t dispatch_id; /* per endpoint, from 1 */
 } st_mbox_trailer;
 
@@ -107,16 +109,16 @@ typedef struct st_mbox_trailer {
 
 typedef struct st_mbox_frame {
     /* ---- head (ST_MBOX_HEAD_BYTES) ---- */
-    _Atomic uint32_t state; /* st_mbox_state: release store after the payload */
-    int32_t status;         /* STRATA_OK or the failure's status (task or control) */
-    uint64_t protocol;      /* ST_MBOX_PROTOCOL, written with every publication */
-    uint64_t command;       /* control frame: st_mbox_command; task frames: 0 */
-    uint64_t arg0, arg1;    /* control arguments */
-    uint64_t result;        /* control result */
-    strata_call_config cfg; /* task: its call config (8 bytes) */
-    st_lease lease;         /* task: its run's pipeline lease (16 bytes) */
-    uint32_t member;        /* task: group member index */
-    uint32_t payload_bytes; /* used bytes of payload[] */
+    _Atomic uint32_t state;               /* st_mbox_state: release store after the payload */
+    int32_t status;                       /* STRATA_OK or the failure's status (task or control) */
+    uint64_t protocol;                    /* ST_MBOX_PROTOCOL, written with every publication */
+    uint64_t command;                     /* control frame: st_mbox_command; task frames: 0 */
+    uint64_t arg0, arg1;                  /* control arguments */
+    uint64_t result;                      /* control result */
+    strata_call_config cfg;               /* task: its call config (8 bytes) */
+    st_lease lease;                       /* task: its run's pipeline lease (16 bytes) */
+    uint32_t member;                      /* task: group member index */
+    uint32_t payload_bytes;               /* used bytes of payload[] */
     uint8_t digest[ST_MBOX_DIGEST_BYTES]; /* task / register / unregister: the callable */
     /* control frame only: the doorbells (st_event: value + sleepers, futex words). */
     st_event child_bell;  /* the parent rings it after publishing for the child */
@@ -125,12 +127,13 @@ typedef struct st_mbox_frame {
     /* ---- payload ---- */
     uint8_t payload[ST_MBOX_ARGS_CAP]; /* encoded arguments (ipc/wire_args.h) or control bytes */
     /* ---- tail (ST_MBOX_TAIL_BYTES) ---- */
-    char error[ST_MBOX_ERR_BYTES];     /* NUL-terminated failure text */
-    _Atomic uint32_t disposition;      /* st_mbox_disposition (task frames) */
-    _Atomic uint32_t accepted;         /* sticky: 1 once the task crossed its launch fence */
-    _Atomic uint32_t shutdown;         /* sticky (control frame): 1 once the parent stops */
-    uint32_t tail_pad_;
-    st_mbox_trailer trailer;           /* 40 bytes */
+    char error[ST_MBOX_ERR_BYTES]; /* NUL-terminated failure text */
+    _Atomic uint32_t disposition;  /* st_mbox_disposition (task frames) */
+    _Atomic uint32_t accepted;     /* sticky: 1 once the task crossed its launch fence */
+    _Atomic uint32_t shutdown;     /* sticky (control frame): 1 once the parent stops */
+    _Atomic uint32_t taken;        /* task frames: 1 once the child took this dispatch (its checks
+                                      begin); 0 when the child died: the task never started */
+    st_mbox_trailer trailer;       /* 40 bytes */
     uint8_t tail_pad2_[64 - 16 - sizeof(st_mbox_trailer)];
 } st_mbox_frame;
 
