@@ -234,6 +234,10 @@ void st_endpoint_complete_with(st_endpoint *ep, st_completion *c, const st_dispa
  * rejects them at once with its reason). Any thread, no lock held. */
 void st_endpoint_gone(st_endpoint *ep);
 
+/* Endpoint i of e (its sub workers, then its next-level children; NULL past
+ * the last). For a forked child reading its copy of the engine. */
+st_endpoint *st_engine_endpoint(st_engine *e, int i);
+
 /* The callables registered on e so far: count and the entry of id (NULL past
  * the count). Entries are never removed, so these read without the engine
  * lock; a process endpoint copies them into its child's table at fork. */

@@ -622,6 +622,11 @@ void st_proc_ep_abandon(st_proc_ep *p) {
         shut_down(p);
 }
 
+void st_proc_ep_unmap_sibling(st_proc_ep *p) {
+    st_shm_destroy(&p->shm); /* this process's copy of the record only */
+    p->m = NULL;
+}
+
 st_endpoint *st_proc_ep_endpoint(st_proc_ep *p) {
     return &p->base;
 }
