@@ -43,9 +43,10 @@ typedef struct shared {
     _Atomic int gate;
     _Atomic int pids[64];
     _Atomic int npids;
-    uintptr_t mbox[4];     /* the subs' mailboxes, as the parent maps them */
-    _Atomic int mapped[4]; /* OP_MAPS: 1 if mbox[i] is mapped in the child */
-    _Atomic int maps_pid;
+    uintptr_t mbox[3];        /* the subs' mailboxes, as the parent maps them */
+    _Atomic int mapped[3][3]; /* OP_MAPS number k: 1 if mbox[i] is mapped in its child */
+    _Atomic int maps_pid[3];
+    _Atomic int nmaps;
 } shared;
 static shared *sh;
 
@@ -83,12 +84,18 @@ static int crash_body(const strata_task_view *a, void *user) {
          * its leak check runs there too and may report what only threads of
          * the parent (absent in a fork) referenced, and change the status. */
         exit(7);
-    case OP_MAPS:
-        for (int i = 0; i < 4 && sh->mbox[i]; i++) /* msync fails with ENOMEM on no mapping */
-            atomic_store(&sh->mapped[i],
+    case OP_MAPS: { /* three at once: each waits for the others, so each sub runs one */
+        int k = atomic_fetch_add(&sh->nmaps, 1);
+        if (k >= 3)
+            return 1;
+        for (int i = 0; i < 3; i++) /* msync fails with ENOMEM where nothing is mapped */
+            atomic_store(&sh->mapped[k][i],
                          msync((void *)sh->mbox[i], (size_t)getpagesize(), MS_ASYNC) == 0);
-        atomic_store(&sh->maps_pid, (int)getpid());
+        atomic_store(&sh->maps_pid[k], (int)getpid());
+        for (int i = 0; i < 30000 && atomic_load(&sh->nmaps) < 3; i++)
+            sleep_ms(1);
         return 0;
+    }
     case OP_LONG:
         atomic_store(&sh->hang_pid, (int)getpid());
         sleep_ms(10000);
@@ -100,7 +107,7 @@ static int crash_body(const strata_task_view *a, void *user) {
 typedef struct world {
     strata_worker *w;
     strata_callable fn;
-    strata_buffer *a, *b;
+    strata_buffer *a, *b, *c;
 } world;
 
 static void open_world(world *wd, uint32_t subs) {
@@ -353,18 +360,29 @@ static void an_idle_sub_killed_is_noticed_before_a_task_goes_to_it(void **state)
 
 /* A child maps its own mailbox only: its siblings' (mapped before the forks)
  * are unmapped, so a wild write in one child cannot reach another's frames. */
+static int orch_maps(strata_orch *o, void *arg) {
+    world *wd = arg;
+    STRATA_TRY(submit(o, wd, OP_MAPS, wd->a));
+    STRATA_TRY(submit(o, wd, OP_MAPS, wd->b));
+    return submit(o, wd, OP_MAPS, wd->c);
+}
+
 static void a_child_maps_no_sibling_mailbox(void **state) {
     (void)state;
     world wd;
     open_world(&wd, 3);
+    assert_ok(strata_buffer_create(wd.w, 64, &wd.c));
     for (int i = 0; i < 3; i++)
         sh->mbox[i] = (uintptr_t)st_proc_ep_mbox(st_proc_ep_of(wd.w->subs[i].ep));
-    crash_run cr = {&wd, OP_MAPS};
-    assert_ok(strata_worker_run(wd.w, orch_long, &cr));
-    int who = pid_of_sub_running(&wd, atomic_load(&sh->maps_pid));
-    assert_true(who >= 0);
-    for (int i = 0; i < 3; i++)
-        assert_int_equal(atomic_load(&sh->mapped[i]), i == who);
+    assert_ok(strata_worker_run(wd.w, orch_maps, &wd));
+    assert_int_equal(atomic_load(&sh->nmaps), 3);
+    for (int k = 0; k < 3; k++) {
+        int who = pid_of_sub_running(&wd, atomic_load(&sh->maps_pid[k]));
+        assert_true(who >= 0);
+        for (int i = 0; i < 3; i++)
+            assert_int_equal(atomic_load(&sh->mapped[k][i]), i == who);
+    }
+    strata_buffer_destroy(wd.c);
     close_world(&wd);
 }
 
