@@ -21,6 +21,7 @@
  * A new dispatch id in the frame starts again from NONE.
  */
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -34,8 +35,9 @@
 #include "util/message.h"
 #include "util/thread_role.h"
 
-#define PARENT_CHECK_NS 500000000ull        /* park at most this long between parent checks */
-#define WATCHDOG_NS 250000000ull            /* the watchdog's period */
+#define PARENT_CHECK_NS 500000000ull /* park at most this long between parent checks */
+#define WATCHDOG_NS 250000000ull     /* the watchdog's period */
+#define RING_DEFER_NS 5000ull /* a parked parent is rung this late, unless the result is taken */
 #define TABLE_SLOTS (2u * ST_MAX_CALLABLES) /* open addressing by digest, power of two */
 
 enum { PHASE_NONE = 0, PHASE_STAGING, PHASE_ACTIVE };
@@ -54,6 +56,8 @@ static struct child_loop {
     const st_callable_info *table[TABLE_SLOTS]; /* NULL: empty; `removed` marks a hole */
     uint32_t ntable;
     child_frame frames[ST_MBOX_TASK_FRAMES];
+    pthread_t thread;  /* the loop's own thread */
+    uint64_t ring_due; /* a deferred ring of the parent for frame 0 (st_now_ns; 0: none) */
 } loop_;
 
 static const st_callable_info removed_;
@@ -108,7 +112,17 @@ void st_proc_task_finish(st_mbox *m, uint32_t frame, int status, const char *msg
         st_mbox_set_error(f, status, "%s", msg && msg[0] ? msg : "(no message)");
     }
     st_mbox_publish(f, status == STRATA_OK ? ST_MBOX_TASK_DONE : ST_MBOX_TASK_FAILED);
-    st_mbox_ring(&st_mbox_control(m)->parent_bell);
+    st_event *bell = &st_mbox_control(m)->parent_bell;
+    /* A parked parent-side thread is rung late when a caller may collect the
+     * result instead (see settle_ring): only for a child of one frame, finished
+     * on the loop's thread, so the loop sees the frame until it is taken. */
+    if (frame == 0 && loop_.cfg && loop_.cfg->kind->frames == 1 &&
+        pthread_equal(pthread_self(), loop_.thread) &&
+        atomic_load_explicit(&bell->sleepers, memory_order_relaxed) != 0) {
+        loop_.ring_due = st_now_ns() + RING_DEFER_NS;
+        return;
+    }
+    st_mbox_ring(bell);
 }
 
 void st_proc_task_staged(st_mbox *m, uint32_t frame, st_mbox_disposition disp) {
@@ -135,6 +149,32 @@ int st_proc_task_is_staged(st_mbox *m, uint32_t frame) {
 }
 
 /* ---- task frames -------------------------------------------------------- */
+
+/* A result of frame 0 waits for its deferred ring: spin until the parent took
+ * it (no ring: whoever took it needed none; a waiting caller does, through
+ * the endpoint's lend), or RING_DEFER_NS passed (ring), or the child's bell
+ * moved (1: serve first; the ring stays due). Yields as util/futex.c spins do. */
+static int settle_ring(st_mbox_frame *ctl, uint32_t seen) {
+    st_mbox_frame *f = st_mbox_task(loop_.m, 0);
+    for (unsigned n = 1;; n++) {
+        uint32_t st = st_mbox_state_of(f);
+        if (st != ST_MBOX_TASK_DONE && st != ST_MBOX_TASK_FAILED) {
+            loop_.ring_due = 0;
+            return 0;
+        }
+        if (atomic_load_explicit(&ctl->child_bell.value, memory_order_acquire) != seen)
+            return 1;
+        st_cpu_relax();
+        if (n < 32 || (n & 3) != 0)
+            continue;
+        if (st_now_ns() >= loop_.ring_due) {
+            loop_.ring_due = 0;
+            st_mbox_ring(&ctl->parent_bell);
+            return 0;
+        }
+        sched_yield();
+    }
+}
 
 static void refuse(uint32_t i, int status) {
     st_proc_task_finish(loop_.m, i, status, strata_error_message());
@@ -347,6 +387,7 @@ static void unmap_siblings(st_proc_ep *p) {
 
 int st_proc_child_main(st_proc_ep *p) {
     memset(&loop_, 0, sizeof loop_);
+    loop_.thread = pthread_self();
     loop_.p = p;
     loop_.cfg = st_proc_ep_config_of(p);
     loop_.m = st_proc_ep_mbox(p);
@@ -391,6 +432,8 @@ int st_proc_child_main(st_proc_ep *p) {
         if (kind->poll)
             kind->poll(loop_.self, loop_.m);
         if (moved)
+            continue;
+        if (loop_.ring_due && settle_ring(ctl, seen))
             continue;
         if (st_mbox_wait_bell(&ctl->child_bell, seen, loop_.cfg->spin_ns,
                               st_deadline_after(PARENT_CHECK_NS)) != 0 &&

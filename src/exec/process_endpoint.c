@@ -28,6 +28,14 @@
  * idle park (`idle_parked`): when it spins, parks with the short timeout or
  * runs the dispatch itself, the ring would only move the bell's cache line
  * away from the child, and wake nobody.
+ * While a waiting caller lends (proc_lend hands finished results back and
+ * completes them itself, core/helping.c), each lend renews a short lease
+ * (`lend_until`), and while it holds the thread parks at once, with the
+ * 2 ms timeout, instead of spinning: the caller collects, and the thread
+ * would only take a core from it and the children. A child of one frame
+ * rings a parked parent late (process_child.c: only if the result is still
+ * there a few microseconds later), so a result the caller collects wakes
+ * nobody, and one the caller left behind wakes the thread.
  *
  * Completion records: a frame record is used for a task only while neither
  * busy nor held / queued with the engine (st_completion_free); a rejection
@@ -50,6 +58,7 @@
 
 #define PROBE_NS 2000000ull           /* park timeout while tasks are in flight */
 #define IDLE_PROBE_NS 20000000ull     /* park timeout while idle: a death noticed within 20 ms */
+#define LEASE_MIN_NS 20000ull         /* a lend's lease lasts max(spin_ns, this) */
 #define REAP_READY_NS 2000000000ull   /* a served child gets this long to exit after SHUTDOWN */
 #define REAP_STARTING_NS 200000000ull /* a child that never became ready */
 
@@ -120,6 +129,10 @@ struct st_proc_ep {
      * before it reads `inflight` under `lock`; a dispatch loads it after it
      * raised `inflight` under `lock`, so one of the two sees the other. */
     _Atomic int idle_parked;
+    /* Until when a lending caller collects this endpoint's results (st_now_ns;
+     * 0: none): written by every lend, read by the thread before it waits. In
+     * its own cache line, away from what dispatch and collect write. */
+    _Alignas(64) _Atomic uint64_t lend_until;
 };
 
 static const st_endpoint_ops proc_ops;
@@ -252,7 +265,8 @@ static void *proc_thread_main(void *arg) {
         st_mutex_unlock(&p->lock);
         if (inflight == 0 && atomic_load(&p->stopping))
             return NULL;
-        if (inflight == 0) {
+        int lent = atomic_load_explicit(&p->lend_until, memory_order_relaxed) > st_now_ns();
+        if (inflight == 0 && !lent) {
             atomic_store(&p->idle_parked, 1);
             st_mutex_lock(&p->lock); /* a dispatch since the read above did not ring */
             inflight = p->inflight;
@@ -266,7 +280,10 @@ static void *proc_thread_main(void *arg) {
                 probe_dead(p); /* an idle child's death, noticed before a task goes to it */
             continue;
         }
-        if (st_mbox_wait_bell(bell, seen, p->cfg.spin_ns, st_deadline_after(PROBE_NS)) != 0)
+        /* In flight, or a caller collects: park with the probe's timeout (a
+         * dispatch does not ring it: idle_parked is 0), at once while lent. */
+        if (st_mbox_wait_bell(bell, seen, lent ? 0 : p->cfg.spin_ns, st_deadline_after(PROBE_NS)) !=
+            0)
             collect(p, 1); /* nothing for 2 ms: is the child still there? */
     }
 }
@@ -477,6 +494,8 @@ static int proc_registered(st_endpoint *ep, const st_callable_info *ci) {
 static int proc_lend(st_endpoint *ep, uint64_t max_run_id) {
     st_proc_ep *p = (st_proc_ep *)ep;
     (void)max_run_id; /* a result is handed back whatever its run */
+    uint64_t span = p->cfg.spin_ns > LEASE_MIN_NS ? p->cfg.spin_ns : LEASE_MIN_NS;
+    atomic_store_explicit(&p->lend_until, st_now_ns() + span, memory_order_relaxed);
     int any = 0;
     for (uint32_t i = 0; i < p->nframes && !any; i++) {
         uint32_t st = st_mbox_state_of(st_mbox_task(p->m, i));
@@ -548,6 +567,7 @@ int st_proc_ep_spawn(st_proc_ep *p) {
     atomic_store(&p->dead, 0);
     atomic_store(&p->stopping, 0);
     atomic_store(&p->idle_parked, 0);
+    atomic_store(&p->lend_until, 0);
     atomic_store(&p->base.gone, 0);
     p->ctl_broken = 0;
     p->inflight = 0;
