@@ -19,11 +19,11 @@
  * -> IDLE (after reading the result).
  *
  * Threads: one parent-side thread per endpoint, started once the child is
- * ready. It parks on the parent doorbell with a 20 ms timeout while nothing
+ * ready. It parks on the parent doorbell with a 50 ms timeout while nothing
  * is in flight, and with a 2 ms timeout while something is, probing the
  * child's liveness at every timeout: a dead child's in-flight tasks fail with
  * its wait status within milliseconds, and the engine learns it is gone (an
- * idle child's death within 20 ms, before a task is sent to it). A dispatch
+ * idle child's death within 50 ms, before a task is sent to it). A dispatch
  * rings that doorbell only while the thread is in (or about to enter) the
  * idle park (`idle_parked`): when it spins, parks with the short timeout or
  * runs the dispatch itself, the ring would only move the bell's cache line
@@ -57,7 +57,7 @@
 #include "util/state_machine.h"
 
 #define PROBE_NS 2000000ull           /* park timeout while tasks are in flight */
-#define IDLE_PROBE_NS 20000000ull     /* park timeout while idle: a death noticed within 20 ms */
+#define IDLE_PROBE_NS 50000000ull     /* park timeout while idle: a death noticed within 50 ms */
 #define LEASE_MIN_NS 20000ull         /* a lend's lease lasts max(spin_ns, this) */
 #define REAP_READY_NS 2000000000ull   /* a served child gets this long to exit after SHUTDOWN */
 #define REAP_STARTING_NS 200000000ull /* a child that never became ready */
@@ -256,10 +256,13 @@ static void *proc_thread_main(void *arg) {
     if (p->base.is_sub) /* a scheduler pass here hands the next sub task to this child: a
                            chain stays on one child, whose loop is still spinning */
         st_endpoint_bind_thread(&p->base);
+    int idle_probed = 0; /* the last wait was an idle park that timed out */
     for (;;) {
         uint32_t seen = atomic_load_explicit(&bell->value, memory_order_acquire);
-        if (collect(p, 0))
+        if (collect(p, 0)) {
+            idle_probed = 0;
             continue;
+        }
         st_mutex_lock(&p->lock);
         int inflight = p->inflight;
         st_mutex_unlock(&p->lock);
@@ -273,9 +276,12 @@ static void *proc_thread_main(void *arg) {
             st_mutex_unlock(&p->lock);
             int timed_out = 0;
             if (inflight == 0 && !atomic_load(&p->stopping))
-                timed_out = st_mbox_wait_bell(bell, seen, p->cfg.spin_ns,
+                /* spin only on the first park after work: a re-park after an
+                 * idle probe parks at once (idle CPU) */
+                timed_out = st_mbox_wait_bell(bell, seen, idle_probed ? 0 : p->cfg.spin_ns,
                                               st_deadline_after(IDLE_PROBE_NS)) != 0;
             atomic_store(&p->idle_parked, 0);
+            idle_probed = timed_out;
             if (timed_out && !atomic_load(&p->dead))
                 probe_dead(p); /* an idle child's death, noticed before a task goes to it */
             continue;
