@@ -293,6 +293,46 @@ static const st_proc_kind exit_on_control = {.name = "exit-on-control",
                                              .control = exiting_control,
                                              .shutdown = plain_shutdown};
 
+/* A child whose COPY_FROM answer is one byte short. */
+static int short_control(void *self, st_mbox_frame *ctl) {
+    (void)self;
+    memset(ctl->payload, 7, (size_t)ctl->arg1);
+    ctl->payload_bytes = (uint32_t)ctl->arg1 - 1;
+    return STRATA_OK;
+}
+static const st_proc_kind short_copy = {.name = "short-copy",
+                                        .frames = 1,
+                                        .init = plain_init,
+                                        .task = plain_task,
+                                        .control = short_control,
+                                        .shutdown = plain_shutdown};
+
+static void a_short_copy_from_answer_is_refused(void **state) {
+    (void)state;
+    strata_worker_config cfg;
+    strata_worker_config_init(&cfg);
+    cfg.sub_workers = 1;
+    strata_worker *w;
+    assert_ok(strata_worker_create(&cfg, &w));
+    st_proc_ep_config pc = {.kind = &short_copy, .worker_id = -1, .spin_ns = 1000};
+    snprintf(pc.label, sizeof pc.label, "chip fake:0");
+    st_proc_ep *p;
+    assert_ok(st_proc_ep_create(w, &pc, &p));
+    int id;
+    assert_ok(st_worker_add_endpoint(w, st_proc_ep_endpoint(p), &id));
+    assert_ok(strata_worker_init(w));
+    char out[16];
+    assert_fails(STRATA_EENDPOINT, "answered 15 bytes of 16",
+                 st_proc_ep_control(p, ST_MBOX_CMD_COPY_FROM, 0, sizeof out, NULL, 0, out,
+                                    sizeof out, NULL, st_deadline_after(60 * TS_SEC)));
+    /* the control frame is usable again */
+    assert_fails(STRATA_EENDPOINT, "answered 15 bytes of 16",
+                 st_proc_ep_control(p, ST_MBOX_CMD_COPY_FROM, 0, sizeof out, NULL, 0, out,
+                                    sizeof out, NULL, st_deadline_after(60 * TS_SEC)));
+    assert_ok(strata_worker_close(w));
+    strata_worker_destroy(w);
+}
+
 static void exit_during_a_control_call_is_reported_and_contained(void **state) {
     (void)state;
     memset(sh, 0, sizeof *sh);
@@ -577,6 +617,7 @@ int main(void) {
         cmocka_unit_test(exit_in_a_sub_function_fails_only_its_run),
         cmocka_unit_test(the_last_sub_gone_fails_later_tasks_fast_with_the_reason),
         cmocka_unit_test(exit_during_a_control_call_is_reported_and_contained),
+        cmocka_unit_test(a_short_copy_from_answer_is_refused),
         cmocka_unit_test(an_idle_sub_killed_is_noticed_before_a_task_goes_to_it),
         cmocka_unit_test(a_child_maps_no_sibling_mailbox),
         cmocka_unit_test(a_dead_process_chip_given_two_tasks_in_one_pass_fails_both),
