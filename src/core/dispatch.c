@@ -47,6 +47,13 @@ void st_endpoint_gone(st_endpoint *ep) {
         atomic_fetch_add(&ep->engine->gone_subs, 1);
 }
 
+st_endpoint *st_engine_endpoint(st_engine *e, int i) {
+    if (i >= 0 && i < e->nsubs)
+        return e->subs[i].ep;
+    i -= e->nsubs;
+    return i >= 0 && i < e->nnext ? e->next[i].ep : NULL;
+}
+
 /* A sub worker died (its process): take gone ones off the idle stack while a
  * living sub worker remains, so no task is handed to a dead one; with none
  * left alive they stay, and reject their tasks at once with the reason. Only

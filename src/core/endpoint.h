@@ -80,11 +80,24 @@ typedef struct st_dispatch {
 } st_dispatch;
 
 /* A completion record. Endpoints own these (one per task they can hold at
- * once) and fill one per dispatch; the engine links them into its completion
- * list and is done with the record before it dispatches to that endpoint again
- * on the same record. */
+ * once) and fill one per dispatch or rejection; the engine links them into its
+ * completion list. A record is reused only once `queued` is back to
+ * ST_COMP_FREE: the engine's capacity check counts every dispatch (a rejection
+ * too) until its completion is handled, so an endpoint with `capacity` records
+ * always finds a free one at dispatch as long as each rejection takes a record
+ * of its own instead of the first one not busy (two rejections in one pass on
+ * one record pushed it twice: a cycle in the completion list). */
+typedef enum st_comp_state {
+    ST_COMP_FREE = 0, /* the endpoint's to fill */
+    ST_COMP_HELD,     /* filled under the endpoint's lock; its push is to follow */
+    ST_COMP_QUEUED,   /* pushed (st_endpoint_complete); free again once the drain handled it */
+} st_comp_state;
+
 typedef struct st_completion {
     struct st_completion *next; /* engine-owned link */
+    /* st_comp_state. Set by st_endpoint_complete (and st_completion_hold),
+     * cleared by the engine's drain after handling the record, next read first. */
+    _Atomic int queued;
     st_endpoint *ep;
     uint64_t ref;
     uint32_t member;
@@ -205,8 +218,25 @@ struct st_endpoint {
  * incomplete type to them): they never include core/engine.h. */
 
 /* Hand a filled completion record to the engine (any thread, any time).
- * The record must stay untouched until the engine dispatches to ep again. */
+ * The record must stay untouched until st_completion_free(c) says so again
+ * (debug builds abort on a record pushed while it is queued). */
 void st_endpoint_complete(st_endpoint *ep, st_completion *c);
+
+/* 1 if c may be filled for a new task or rejection (not held, not queued). */
+static inline int st_completion_free(st_completion *c) {
+    return atomic_load_explicit(&c->queued, memory_order_acquire) == ST_COMP_FREE;
+}
+
+/* Claim c for a completion whose push comes later (the endpoint fills c and
+ * frees its own record under its lock, then pushes c after dropping it): no
+ * dispatch picks c in between. c must be free. */
+void st_completion_hold(st_completion *c);
+
+/* Give a held record back unpushed (its owner reported the result some other
+ * way: a process child writes it into its frame). */
+static inline void st_completion_release(st_completion *c) {
+    atomic_store_explicit(&c->queued, ST_COMP_FREE, memory_order_release);
+}
 
 /* Convenience: fill `c` for dispatch d with status/message and complete it. */
 void st_endpoint_complete_with(st_endpoint *ep, st_completion *c, const st_dispatch *d, int status,
@@ -217,6 +247,10 @@ void st_endpoint_complete_with(st_endpoint *ep, st_completion *c, const st_dispa
  * while any other sub worker is alive (if none is, tasks still go to it and it
  * rejects them at once with its reason). Any thread, no lock held. */
 void st_endpoint_gone(st_endpoint *ep);
+
+/* Endpoint i of e (its sub workers, then its next-level children; NULL past
+ * the last). For a forked child reading its copy of the engine. */
+st_endpoint *st_engine_endpoint(st_engine *e, int i);
 
 /* The callables registered on e so far: count and the entry of id (NULL past
  * the count). Entries are never removed, so these read without the engine

@@ -16,6 +16,7 @@
 #include "core/endpoint.h"
 #include "core/engine.h"
 #include "core/scheduler.h"
+#include "util/assert.h"
 #include "util/futex.h"
 #include "util/message.h"
 
@@ -44,8 +45,19 @@ void st_engine_kick(strata_worker *w) {
     }
 }
 
+void st_completion_hold(st_completion *c) {
+    int was = atomic_exchange(&c->queued, ST_COMP_HELD);
+    ST_ASSERT(was == ST_COMP_FREE, "completion record %p held while %s", (void *)c,
+              was == ST_COMP_HELD ? "held" : "queued");
+    (void)was;
+}
+
 void st_endpoint_complete(st_endpoint *ep, st_completion *c) {
     strata_worker *w = ep->engine;
+    int was = atomic_exchange(&c->queued, ST_COMP_QUEUED);
+    ST_ASSERT(was != ST_COMP_QUEUED, "%s: completion record %p pushed while queued", ep->label,
+              (void *)c);
+    (void)was;
     c->ep = ep;
     st_completion *head = atomic_load(&w->completions);
     do {

@@ -245,6 +245,7 @@ void st_drain_completions(strata_worker *w) {
     while (fifo) {
         st_completion *next = fifo->next; /* read first: the record is reusable after */
         handle_completion(w, fifo);
+        atomic_store_explicit(&fifo->queued, ST_COMP_FREE, memory_order_release);
         fifo = next;
     }
 }

@@ -43,6 +43,10 @@ typedef struct chip_child_self {
 
 static void chip_child_completed(void *owner, st_completion *c, uint64_t tag) {
     chip_child_self *s = owner;
+    /* The result goes into the frame, not to an engine. Released first: once
+     * the frame is finished the parent may send the next task for it at once,
+     * and the record must take it; c is not refilled before that task. */
+    st_completion_release(c);
     st_proc_task_finish(s->m, (uint32_t)tag, c->status, c->msg);
 }
 

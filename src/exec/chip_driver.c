@@ -104,6 +104,7 @@ static void complete_task(st_chip_driver *ep, chip_task *t) {
     uint64_t tag = t->tag;
     t->run = NULL;
     t->waiting = 0;
+    st_completion_hold(&t->comp);       /* no dispatch takes the record until the owner is done */
     chip_task_move(t, CHIP_T_COMPLETE); /* this thread re-decides next: nobody to wake */
     pthread_mutex_unlock(&ep->mu);
     st_lane_run_release(run);
@@ -523,18 +524,22 @@ int st_chip_driver_start(st_chip_driver *ep) {
     return STRATA_OK;
 }
 
+/* mu held. A record a task may take: FREE, and its completion no longer the
+ * owner's or the engine's (core/endpoint.h: st_completion_free). */
+static int record_free(chip_task *t) {
+    return t->state == CHIP_TASK_FREE && st_completion_free(&t->comp);
+}
+
 int st_chip_driver_dispatch(st_chip_driver *ep, const st_dispatch *d, uint64_t tag, int record,
                             char *why, size_t cap, st_completion **spare) {
     pthread_mutex_lock(&ep->mu);
     chip_task *t = NULL;
     if (record >= 0 && record < CHIP_EP_TASKS)
-        t = ep->tasks[record].state == CHIP_TASK_FREE ? &ep->tasks[record] : NULL;
+        t = record_free(&ep->tasks[record]) ? &ep->tasks[record] : NULL;
     for (int i = 0; i < CHIP_EP_TASKS && !t && record < 0; i++)
-        if (ep->tasks[i].state == CHIP_TASK_FREE)
+        if (record_free(&ep->tasks[i]))
             t = &ep->tasks[i];
     int rc = STRATA_OK;
-    if (spare)
-        *spare = t ? &t->comp : NULL;
     if (poisoned(ep)) {
         st_msg_format(why, cap, "%s; task rejected", st_error_msg(&ep->poison));
         rc = STRATA_EENDPOINT;
@@ -552,6 +557,13 @@ int st_chip_driver_dispatch(st_chip_driver *ep, const st_dispatch *d, uint64_t t
         st_event_bump(&ep->changes);
         if (serving != ep && !ep->owner_serves)
             wake_idle(ep);
+    }
+    if (spare)
+        *spare = NULL;
+    if (rc != STRATA_OK && spare && t) {
+        st_completion_hold(
+            &t->comp); /* the owner's rejection takes the record it would have used */
+        *spare = &t->comp;
     }
     pthread_mutex_unlock(&ep->mu);
     return rc;

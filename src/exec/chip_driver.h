@@ -61,7 +61,10 @@ typedef struct chip_task {
 typedef struct st_chip_driver_hooks {
     void *owner;
     /* The task ended (c: its completion, status STRATA_OK, STRATA_ETASK,
-     * STRATA_EENDPOINT or STRATA_ENOMEM); the record is free already. */
+     * STRATA_EENDPOINT or STRATA_ENOMEM); the record is free already, c is
+     * held (st_completion_hold): no task takes the record until the owner
+     * pushed c to the engine (and the engine handled it) or released it
+     * (st_completion_release). */
     void (*complete)(void *owner, st_completion *c, uint64_t tag);
     /* A staged (unactivated) task went into the lane with disposition disp
      * (validated, or natively prepared already). May be NULL. */
@@ -124,8 +127,9 @@ int st_chip_driver_start(st_chip_driver *drv);
  * or -1 for any free one. STRATA_OK, or STRATA_EENDPOINT with why (cap bytes)
  * when the driver is stopping or poisoned or has no free record: the owner
  * then completes it itself, on *spare if not NULL (the completion of the free
- * record it would have used, untouched by the driver until its next
- * dispatch), else on one of its own. spare may be NULL. */
+ * record it would have used, held for the owner: no task takes that record
+ * until the engine handled the rejection), else on one of its own. spare may
+ * be NULL. */
 int st_chip_driver_dispatch(st_chip_driver *drv, const st_dispatch *d, uint64_t tag, int record,
                             char *why, size_t cap, st_completion **spare);
 /* Run run_id (and every earlier one) became the head: their tasks may launch. */

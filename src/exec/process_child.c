@@ -8,8 +8,9 @@
  * the exits (shutdown word, SHUTDOWN, the parent gone).
  * Must never: run in the parent, return into the parent's frames (the entry
  * returns its exit status to ipc/child_process.c, which _exit()s), trust a
- * frame it was handed, or park without a bound (a child whose parent is gone
- * must notice within 500 ms).
+ * frame it was handed, or outlive its parent by more than about a second
+ * (the watchdog thread checks every 250 ms, even mid-task; the loop's park is
+ * bounded too), or keep its siblings' mailboxes mapped.
  *
  * One loop per child process, on its main thread: its state is this file's
  * own (process-wide in the child). Per task frame the loop remembers the
@@ -23,6 +24,7 @@
 #include <sched.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "exec/process_endpoint.h"
 #include "exec/process_wire.h"
@@ -33,7 +35,8 @@
 #include "util/message.h"
 #include "util/thread_role.h"
 
-#define PARENT_CHECK_NS 500000000ull        /* park at most this long between parent checks */
+#define PARENT_CHECK_NS 500000000ull /* park at most this long between parent checks */
+#define WATCHDOG_NS 250000000ull     /* the watchdog's period */
 #define RING_DEFER_NS 5000ull /* a parked parent is rung this late, unless the result is taken */
 #define TABLE_SLOTS (2u * ST_MAX_CALLABLES) /* open addressing by digest, power of two */
 
@@ -181,6 +184,10 @@ static void refuse(uint32_t i, int status) {
 static void take_task(uint32_t i, st_mbox_frame *f, const st_proc_kind *kind) {
     const char *who = loop_.cfg->label;
     child_frame *cf = &loop_.frames[i];
+    /* Which dispatch this child took: the parent reads it only after this
+     * process died, so relaxed is enough; the id is the frame's as it is
+     * (its checks come next), compared by the parent with its own record. */
+    atomic_store_explicit(&f->taken, (uint32_t)f->trailer.dispatch_id, memory_order_relaxed);
     if (st_mbox_check_frame(f, who) != STRATA_OK) {
         refuse(i, STRATA_EENDPOINT);
         return;
@@ -333,6 +340,51 @@ static void serve_control(st_mbox_frame *ctl, const st_proc_kind *kind) {
     st_mbox_ring(&ctl->parent_bell);
 }
 
+/* ---- the watchdog ------------------------------------------------------- */
+
+/* One thread per child process: every 250 ms it checks that the parent that
+ * spawned this child lives, and ends the process at once (no graceful
+ * shutdown: nobody would read it) when it does not, whatever the loop thread
+ * is doing (a long sub task, a child Worker's whole run, a device wait). Once
+ * it signalled `started` it only sleeps and calls getppid: it holds no lock
+ * and allocates nothing, so forks made later in this process (a child
+ * Worker's own children) cannot inherit a lock it held. */
+static st_event watchdog_started;
+
+static void *watchdog_main(void *arg) {
+    (void)arg;
+    st_event_set(&watchdog_started, 1);
+    const struct timespec period = {0, (long)WATCHDOG_NS};
+    for (;;) {
+        nanosleep(&period, NULL);
+        if (!st_child_parent_alive())
+            st_child_exit(3);
+    }
+    return NULL;
+}
+
+static void start_watchdog(void) {
+    pthread_t t;
+    atomic_store(&watchdog_started.value, 0);
+    if (pthread_create(&t, NULL, watchdog_main, NULL) != 0)
+        return; /* the loop still checks its parent at every 500 ms park */
+    pthread_detach(t);
+    while (atomic_load_explicit(&watchdog_started.value, memory_order_acquire) == 0)
+        st_event_wait(&watchdog_started, 0, 0, UINT64_MAX);
+}
+
+/* The mailboxes of this child's siblings, mapped before the forks: unmapped,
+ * so only this child's own frames are reachable from here. */
+static void unmap_siblings(st_proc_ep *p) {
+    st_engine *e = st_proc_ep_endpoint(p)->engine;
+    st_endpoint *ep;
+    for (int i = 0; (ep = st_engine_endpoint(e, i)) != NULL; i++) {
+        st_proc_ep *q = st_proc_ep_of(ep);
+        if (q && q != p)
+            st_proc_ep_unmap_sibling(q);
+    }
+}
+
 /* ---- the loop ----------------------------------------------------------- */
 
 int st_proc_child_main(st_proc_ep *p) {
@@ -345,6 +397,8 @@ int st_proc_child_main(st_proc_ep *p) {
     st_mbox_frame *ctl = st_mbox_control(loop_.m);
     st_endpoint *ep = st_proc_ep_endpoint(p);
     st_thread_serve(ep->engine); /* calls that would wait for the parent worker are refused */
+    start_watchdog();
+    unmap_siblings(p);
     /* The snapshot inherited at fork: the parent's records, copied with the
      * address space (never written by the parent in this copy). */
     uint32_t n = st_engine_callable_count(ep->engine);

@@ -20,14 +20,15 @@
  *
  * Threads: one parent-side thread per endpoint, started once the child is
  * ready and every process of the worker tree was forked
- * (st_proc_ep_start_thread). It parks on the parent doorbell with no timeout while nothing is in
- * flight, and with a 2 ms timeout while something is, probing the child's
- * liveness at every timeout: a dead child's in-flight tasks fail with its
- * wait status within milliseconds, and the engine learns it is gone. A
- * dispatch rings that doorbell only while the thread is in (or about to
- * enter) the unbounded park (`idle_parked`): when it spins, parks with the
- * timeout or runs the dispatch itself, the ring would only move the bell's
- * cache line away from the child, and wake nobody.
+ * (st_proc_ep_start_thread). It parks on the parent doorbell with a 50 ms timeout while nothing
+ * is in flight, and with a 2 ms timeout while something is, probing the
+ * child's liveness at every timeout: a dead child's in-flight tasks fail with
+ * its wait status within milliseconds, and the engine learns it is gone (an
+ * idle child's death within 50 ms, before a task is sent to it). A dispatch
+ * rings that doorbell only while the thread is in (or about to enter) the
+ * idle park (`idle_parked`): when it spins, parks with the short timeout or
+ * runs the dispatch itself, the ring would only move the bell's cache line
+ * away from the child, and wake nobody.
  * While a waiting caller lends (proc_lend hands finished results back and
  * completes them itself, core/helping.c), each lend renews a short lease
  * (`lend_until`), and while it holds the thread parks at once, with the
@@ -36,6 +37,11 @@
  * rings a parked parent late (process_child.c: only if the result is still
  * there a few microseconds later), so a result the caller collects wakes
  * nobody, and one the caller left behind wakes the thread.
+ *
+ * Completion records: a frame record is used for a task only while neither
+ * busy nor held / queued with the engine (st_completion_free); a rejection
+ * takes such a record too (or reject_comp), held under `lock` before it is
+ * pushed, so no record is ever pushed twice.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -52,6 +58,7 @@
 #include "util/state_machine.h"
 
 #define PROBE_NS 2000000ull           /* park timeout while tasks are in flight */
+#define IDLE_PROBE_NS 50000000ull     /* park timeout while idle: a death noticed within 50 ms */
 #define LEASE_MIN_NS 20000ull         /* a lend's lease lasts max(spin_ns, this) */
 #define REAP_READY_NS 2000000000ull   /* a served child gets this long to exit after SHUTDOWN */
 #define REAP_STARTING_NS 200000000ull /* a child that never became ready */
@@ -97,12 +104,13 @@ struct st_proc_ep {
     st_child child;
     pid_t pid; /* of the child last spawned (st_child clears its own once reaped) */
     uint32_t nframes;
-    /* Protects life, recs, inflight and the dead reason, and serialises the
+    /* Protects life, served, recs, inflight and the dead reason, and serialises the
      * liveness probe (st_child_alive). A leaf lock: taken under the engine
      * lock by dispatch and activate, and under ctl_mu by control calls;
      * nothing is taken under it (completions are pushed after it is dropped). */
     st_mutex lock;
     uint32_t life;
+    int served; /* the child reached SERVING since its spawn (its reap bound) */
     proc_rec recs[ST_MBOX_TASK_FRAMES];
     int inflight;
     _Atomic int dead; /* the child is gone: dead_why says how (written before) */
@@ -180,6 +188,7 @@ static int take_result_locked(st_proc_ep *p, uint32_t i) {
     if (st != ST_MBOX_TASK_DONE && st != ST_MBOX_TASK_FAILED)
         return 0;
     st_completion *c = &rec->comp;
+    st_completion_hold(c); /* pushed after the unlock; no dispatch picks it meanwhile */
     c->ref = rec->ref;
     c->member = rec->member;
     if (st_mbox_check_identity(f, &rec->trailer, p->cfg.label) != STRATA_OK) {
@@ -220,10 +229,16 @@ static int collect(st_proc_ep *p, int check_dead) {
                 done[n++] = &rec->comp;
                 continue;
             }
+            /* dead: nothing writes the frame any more */
+            int started = atomic_load(&st_mbox_task(p->m, i)->taken) ==
+                          (uint32_t)rec->trailer.dispatch_id;
+            st_completion_hold(&rec->comp);
             rec->comp.ref = rec->ref;
             rec->comp.member = rec->member;
             rec->comp.status = STRATA_EENDPOINT;
-            st_msg_format(rec->comp.msg, sizeof rec->comp.msg, "%s while running task '%s'",
+            st_msg_format(rec->comp.msg, sizeof rec->comp.msg,
+                          started ? "%s while running task '%s'"
+                                  : "%s before task '%s' started (it never ran)",
                           p->dead_why, rec->task);
             rec->busy = 0;
             rec->staged = 0;
@@ -243,10 +258,13 @@ static void *proc_thread_main(void *arg) {
     if (p->base.is_sub) /* a scheduler pass here hands the next sub task to this child: a
                            chain stays on one child, whose loop is still spinning */
         st_endpoint_bind_thread(&p->base);
+    int idle_probed = 0; /* the last wait was an idle park that timed out */
     for (;;) {
         uint32_t seen = atomic_load_explicit(&bell->value, memory_order_acquire);
-        if (collect(p, 0))
+        if (collect(p, 0)) {
+            idle_probed = 0;
             continue;
+        }
         st_mutex_lock(&p->lock);
         int inflight = p->inflight;
         st_mutex_unlock(&p->lock);
@@ -258,9 +276,16 @@ static void *proc_thread_main(void *arg) {
             st_mutex_lock(&p->lock); /* a dispatch since the read above did not ring */
             inflight = p->inflight;
             st_mutex_unlock(&p->lock);
+            int timed_out = 0;
             if (inflight == 0 && !atomic_load(&p->stopping))
-                st_mbox_wait_bell(bell, seen, p->cfg.spin_ns, UINT64_MAX);
+                /* spin only on the first park after work: a re-park after an
+                 * idle probe parks at once (idle CPU) */
+                timed_out = st_mbox_wait_bell(bell, seen, idle_probed ? 0 : p->cfg.spin_ns,
+                                              st_deadline_after(IDLE_PROBE_NS)) != 0;
             atomic_store(&p->idle_parked, 0);
+            idle_probed = timed_out;
+            if (timed_out && !atomic_load(&p->dead))
+                probe_dead(p); /* an idle child's death, noticed before a task goes to it */
             continue;
         }
         /* In flight, or a caller collects: park with the probe's timeout (a
@@ -273,13 +298,23 @@ static void *proc_thread_main(void *arg) {
 
 /* ---- the engine's calls ------------------------------------------------ */
 
-static void reject(st_proc_ep *p, const st_dispatch *d, int status, const char *why) {
+/* Lock held: a record for a rejection, held until it is pushed (after the
+ * unlock). One whose frame is not busy and whose record the engine is done
+ * with; the engine's capacity count includes rejections, so one exists unless
+ * the engine oversteps it, and reject_comp is the last resort. */
+static st_completion *reject_record_locked(st_proc_ep *p) {
     st_completion *c = &p->reject_comp;
     for (uint32_t i = 0; i < p->nframes; i++)
-        if (!p->recs[i].busy) {
-            c = &p->recs[i].comp; /* free: the engine is done with it */
+        if (!p->recs[i].busy && st_completion_free(&p->recs[i].comp)) {
+            c = &p->recs[i].comp;
             break;
         }
+    st_completion_hold(c);
+    return c;
+}
+
+static void reject(st_proc_ep *p, st_completion *c, const st_dispatch *d, int status,
+                   const char *why) {
     st_endpoint_complete_with(&p->base, c, d, status, "%s", why);
 }
 
@@ -296,18 +331,20 @@ static void proc_dispatch(st_endpoint *ep, const st_dispatch *d) {
     st_mutex_lock(&p->lock);
     if (atomic_load(&p->dead)) { /* no probe here: a syscall per task, under the engine lock */
         st_msg_format(why, sizeof why, "%s; task '%s' not started", p->dead_why, d->callable->name);
+        st_completion *c = reject_record_locked(p);
         st_mutex_unlock(&p->lock);
-        reject(p, d, STRATA_EENDPOINT, why);
+        reject(p, c, d, STRATA_EENDPOINT, why);
         return;
     }
     uint32_t i = 0;
-    while (i < p->nframes && p->recs[i].busy)
+    while (i < p->nframes && (p->recs[i].busy || !st_completion_free(&p->recs[i].comp)))
         i++;
     if (p->life != LIFE_SERVING || i == p->nframes) {
         st_msg_format(why, sizeof why, "%s is %s; task '%s' rejected", p->cfg.label,
                       p->life != LIFE_SERVING ? "not serving" : "busy", d->callable->name);
+        st_completion *c = reject_record_locked(p);
         st_mutex_unlock(&p->lock);
-        reject(p, d, STRATA_EENDPOINT, why);
+        reject(p, c, d, STRATA_EENDPOINT, why);
         return;
     }
     st_mbox_frame *f = st_mbox_task(p->m, i);
@@ -315,8 +352,9 @@ static void proc_dispatch(st_endpoint *ep, const st_dispatch *d) {
     if (st_wire_args_encode(d->args, f->payload, ST_MBOX_ARGS_CAP, &used) != STRATA_OK) {
         st_msg_format(why, sizeof why, "%s: task '%s': %s", p->cfg.label, d->callable->name,
                       strata_error_message());
+        st_completion *c = reject_record_locked(p);
         st_mutex_unlock(&p->lock);
-        reject(p, d, STRATA_EENDPOINT, why);
+        reject(p, c, d, STRATA_EENDPOINT, why);
         return;
     }
     proc_rec *rec = &p->recs[i];
@@ -348,22 +386,51 @@ static void proc_dispatch(st_endpoint *ep, const st_dispatch *d) {
         st_mbox_ring(&ctl->parent_bell);
 }
 
+/* Lock held. A staged frame with a disposition the protocol does not have:
+ * the child is broken; the endpoint is treated as dead (its tasks fail with
+ * this message at the next probe, later ones are rejected with it). */
+static void poison_locked(st_proc_ep *p, uint32_t frame, uint32_t disp) {
+    if (atomic_load(&p->dead))
+        return;
+    snprintf(p->dead_why, sizeof p->dead_why,
+             "%s (pid %d) is poisoned: staged frame %u has disposition %u (not VALIDATED_ONLY or "
+             "NATIVE_PREPARED)",
+             p->cfg.label, (int)p->pid, frame, disp);
+    atomic_store(&p->dead, 1);
+}
+
 static void proc_activate(st_endpoint *ep, uint64_t run_id) {
     st_proc_ep *p = (st_proc_ep *)ep;
     int rang = 0;
+    int poisoned = atomic_load(&p->dead);
     st_mutex_lock(&p->lock);
     for (uint32_t i = 0; i < p->nframes; i++) {
         proc_rec *rec = &p->recs[i];
         if (!rec->busy || !rec->staged || rec->trailer.run_id > run_id) /* runs <= run_id */
             continue;
         st_mbox_frame *f = st_mbox_task(p->m, i);
-        if (st_mbox_cas(f, ST_MBOX_PREPARE_READY, ST_MBOX_TASK_READY) ||
-            st_mbox_cas(f, ST_MBOX_FRAME_STAGED, ST_MBOX_ACTIVATE)) {
+        if (st_mbox_cas(f, ST_MBOX_PREPARE_READY, ST_MBOX_TASK_READY)) {
+            rec->staged = 0;
+            rang = 1;
+            continue;
+        }
+        if (st_mbox_state_of(f) != ST_MBOX_FRAME_STAGED)
+            continue;
+        /* The child wrote the disposition before FRAME_STAGED (the acquire above). */
+        uint32_t disp = atomic_load_explicit(&f->disposition, memory_order_relaxed);
+        if (disp != ST_MBOX_DISP_VALIDATED_ONLY && disp != ST_MBOX_DISP_NATIVE_PREPARED) {
+            poison_locked(p, i, disp);
+            continue;
+        }
+        if (st_mbox_cas(f, ST_MBOX_FRAME_STAGED, ST_MBOX_ACTIVATE)) {
             rec->staged = 0;
             rang = 1;
         }
     }
+    poisoned = !poisoned && atomic_load(&p->dead);
     st_mutex_unlock(&p->lock);
+    if (poisoned)
+        st_endpoint_gone(&p->base);
     if (rang)
         st_mbox_ring(&st_mbox_control(p->m)->child_bell);
 }
@@ -389,7 +456,9 @@ static void shut_down(st_proc_ep *p) {
         p->thread_started = 0;
     }
     if (p->child.pid != 0) {
-        int served = p->life == LIFE_SERVING || p->life == LIFE_STOPPING;
+        st_mutex_lock(&p->lock);
+        int served = p->served; /* not the life: init_failed stops a child never ready first */
+        st_mutex_unlock(&p->lock);
         atomic_store(&ctl->shutdown, 1);
         st_mbox_publish(ctl, ST_MBOX_SHUTDOWN);
         st_mbox_ring(&ctl->child_bell);
@@ -497,7 +566,10 @@ static int child_entry(void *arg) {
 }
 
 int st_proc_ep_spawn(st_proc_ep *p) {
-    if (p->life != LIFE_NEW)
+    st_mutex_lock(&p->lock);
+    uint32_t life = p->life;
+    st_mutex_unlock(&p->lock);
+    if (life != LIFE_NEW)
         return STRATA_OK; /* started already */
     st_mbox_init(p->m);
     atomic_store(&p->dead, 0);
@@ -508,6 +580,7 @@ int st_proc_ep_spawn(st_proc_ep *p) {
     p->ctl_broken = 0;
     p->inflight = 0;
     memset(p->recs, 0, sizeof p->recs);
+    p->served = 0;
     memset(&p->child, 0, sizeof p->child);
     int rc = st_child_spawn(&p->child, p->cfg.label, child_entry, p);
     if (rc != STRATA_OK)
@@ -520,9 +593,12 @@ int st_proc_ep_spawn(st_proc_ep *p) {
 }
 
 int st_proc_ep_wait_ready(st_proc_ep *p, uint64_t deadline_ns) {
-    if (p->life == LIFE_SERVING)
+    st_mutex_lock(&p->lock);
+    uint32_t life = p->life;
+    st_mutex_unlock(&p->lock);
+    if (life == LIFE_SERVING)
         return STRATA_OK;
-    if (p->life != LIFE_STARTING)
+    if (life != LIFE_STARTING)
         return st_fail(STRATA_ESTATE, "%s: not started", p->cfg.label);
     st_mbox_frame *ctl = st_mbox_control(p->m);
     int pid = (int)p->pid;
@@ -559,6 +635,7 @@ int st_proc_ep_wait_ready(st_proc_ep *p, uint64_t deadline_ns) {
     atomic_store(&p->stopping, 0);
     st_mutex_lock(&p->lock);
     life_move(p, LIFE_T_READY);
+    p->served = 1;
     st_mutex_unlock(&p->lock);
     return STRATA_OK;
 }
@@ -579,6 +656,11 @@ int st_proc_ep_start_thread(st_proc_ep *p) {
 void st_proc_ep_abandon(st_proc_ep *p) {
     if (p)
         shut_down(p);
+}
+
+void st_proc_ep_unmap_sibling(st_proc_ep *p) {
+    st_shm_destroy(&p->shm); /* this process's copy of the record only */
+    p->m = NULL;
 }
 
 st_endpoint *st_proc_ep_endpoint(st_proc_ep *p) {
@@ -624,7 +706,10 @@ int st_proc_ep_control(st_proc_ep *p, st_mbox_command cmd, uint64_t arg0, uint64
     pthread_mutex_lock(&p->ctl_mu);
     int rc = STRATA_OK;
     st_mbox_frame *ctl = st_mbox_control(p->m);
-    if (p->life != LIFE_SERVING) {
+    st_mutex_lock(&p->lock);
+    uint32_t life = p->life;
+    st_mutex_unlock(&p->lock);
+    if (life != LIFE_SERVING) {
         rc = st_fail(STRATA_ESTATE, "%s: %s: the child is not serving", p->cfg.label, cname);
         goto out;
     }
@@ -680,6 +765,13 @@ int st_proc_ep_control(st_proc_ep *p, st_mbox_command cmd, uint64_t arg0, uint64
     rc = ctl->status;
     if (result)
         *result = ctl->result;
+    if (rc == STRATA_OK && cmd == ST_MBOX_CMD_COPY_FROM && ctl->payload_bytes != arg1) {
+        /* a short (or long) answer would leave part of out unwritten: refused */
+        st_mbox_publish(ctl, ST_MBOX_IDLE);
+        rc = st_fail(STRATA_EENDPOINT, "%s: COPY_FROM: the child answered %u bytes of %llu",
+                     p->cfg.label, (unsigned)ctl->payload_bytes, (unsigned long long)arg1);
+        goto out;
+    }
     if (rc == STRATA_OK && out && out_cap) {
         size_t n = ctl->payload_bytes <= ST_MBOX_ARGS_CAP ? ctl->payload_bytes : 0;
         memcpy(out, ctl->payload, n < out_cap ? n : out_cap);

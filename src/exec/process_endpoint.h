@@ -102,6 +102,10 @@ int st_proc_task_is_staged(st_mbox *m, uint32_t frame);
  * (the endpoint's st_child_entry). Returns the child's exit status. */
 int st_proc_child_main(st_proc_ep *p);
 
+/* In a child: unmap the mailbox of p, a sibling's endpoint inherited with the
+ * fork (a wild write in one child must not reach another's frames). */
+void st_proc_ep_unmap_sibling(st_proc_ep *p);
+
 /* ---- Parent side ---- */
 
 typedef struct st_proc_ep_config {

@@ -52,11 +52,7 @@ int st_child_spawn(st_child *c, const char *label, st_child_entry entry, void *a
         return st_fail(STRATA_ENOMEM, "child %s: fork failed: %s", c->label, strerror(errno));
     if (pid == 0) {
         parent_pid_at_spawn = me;
-        int status = entry(arg);
-#ifdef STRATA_COVERAGE_DUMP
-        __gcov_dump(); /* coverage builds: _exit skips gcov's own exit handler */
-#endif
-        _exit(status);
+        st_child_exit(entry(arg));
     }
     c->pid = pid;
     return STRATA_OK;
@@ -149,6 +145,13 @@ int st_child_reap(st_child *c, uint64_t deadline_ns) {
         st_msg_format(c->why, sizeof c->why, "still running %llu s after SIGKILL",
                       (unsigned long long)(ST_CHILD_KILL_WAIT_NS / 1000000000ull));
     return 0;
+}
+
+_Noreturn void st_child_exit(int status) {
+#ifdef STRATA_COVERAGE_DUMP
+    __gcov_dump(); /* coverage builds: _exit skips gcov's own exit handler */
+#endif
+    _exit(status);
 }
 
 pid_t st_child_parent_pid(void) {

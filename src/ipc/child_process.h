@@ -47,4 +47,8 @@ pid_t st_child_parent_pid(void);
 /* In the child: 1 while the parent that spawned us is alive. */
 int st_child_parent_alive(void);
 
+/* In a child: end the process now with `status` (coverage builds dump their
+ * counters first). No handler runs: for a child that must not linger. */
+_Noreturn void st_child_exit(int status);
+
 #endif

@@ -21,7 +21,9 @@
  *   PREPARE_READY --C--> FRAME_STAGED          (validated; disposition written first)
  *   PREPARE_READY --P(CAS)--> TASK_READY       (activated before the child staged it)
  *   FRAME_STAGED --P(CAS)--> ACTIVATE          (its run became the head)
- *   TASK_READY | ACTIVATE --C--> TASK_LAUNCHED (informational)
+ *   TASK_LAUNCHED: reserved (its number kept), never written: a launch is
+ *     told by the sticky `accepted` word; the state stays TASK_READY |
+ *     ACTIVATE until TASK_DONE | TASK_FAILED
  *   any live state --C--> TASK_DONE | TASK_FAILED
  *   TASK_DONE | TASK_FAILED --P--> IDLE        (after the parent read the result)
  * Control frame states:
@@ -59,7 +61,7 @@ typedef enum st_mbox_state {
     ST_MBOX_INIT_READY = 6,
     ST_MBOX_INIT_FAILED = 7,
     ST_MBOX_FRAME_STAGED = 8,
-    ST_MBOX_TASK_LAUNCHED = 9,
+    ST_MBOX_TASK_LAUNCHED = 9, /* reserved: never written (see above) */
     ST_MBOX_TASK_FAILED = 10,
     ST_MBOX_ACTIVATE = 11,
     ST_MBOX_PREPARE_READY = 12,
@@ -139,7 +141,11 @@ typedef struct st_mbox_frame {
     uint64_t arg0, arg1;           /* control arguments */
     uint64_t result;               /* control result */
     _Atomic uint32_t shutdown;     /* sticky (control frame): 1 once the parent stops */
-    uint32_t tail_pad_;
+    _Atomic uint32_t taken;        /* task frames: the dispatch id (low 32 bits) of the task the
+                                      child last took (its checks began); the parent reads it
+                                      only when the child died, to tell a task that never started.
+                                      In the tail: written by the child alone, never on a line
+                                      the parent reads per task */
     uint8_t tail_pad2_[64 - 40];
 } st_mbox_frame;
 

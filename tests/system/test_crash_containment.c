@@ -4,7 +4,10 @@
  * Owns: whole-runtime scenarios of a crashing child: SIGKILL mid-task, a
  * segfault and exit() in a sub function, an exit during a control call, a
  * child whose every sibling is gone (its tasks fail fast with the reason),
- * and a parent SIGKILLed (its children exit by themselves). After each crash
+ * a child killed while idle (noticed before a task goes to it), a dead
+ * process chip handed two tasks in one pass, a child's view of its siblings'
+ * mailboxes (unmapped), and a parent SIGKILLed (its
+ * children exit by themselves, one of them in the middle of a long task). After each crash
  * the failed run's error names the child and how it ended, its dependants
  * never ran, and a later run on the same worker succeeds on the other subs.
  * Must never: assert a duration (every wait is bounded, and generous), or run
@@ -30,7 +33,9 @@ typedef enum crash_op {
     OP_RECORD = 0, /* record the pid, add 1 to t0[0] */
     OP_HANG,       /* record the pid, then wait for the gate (the test kills us) */
     OP_SEGV,       /* a null write with the default SIGSEGV action */
-    OP_EXIT        /* exit(7) */
+    OP_EXIT,       /* exit(7) */
+    OP_LONG,       /* record the pid in hang_pid, then sleep 10 s */
+    OP_MAPS        /* record the pid and which of sh->mbox[] are mapped here */
 } crash_op;
 
 typedef struct shared {
@@ -38,6 +43,10 @@ typedef struct shared {
     _Atomic int gate;
     _Atomic int pids[64];
     _Atomic int npids;
+    uintptr_t mbox[3];        /* the subs' mailboxes, as the parent maps them */
+    _Atomic int mapped[3][3]; /* OP_MAPS number k: 1 if mbox[i] is mapped in its child */
+    _Atomic int maps_pid[3];
+    _Atomic int nmaps;
 } shared;
 static shared *sh;
 
@@ -75,6 +84,22 @@ static int crash_body(const strata_task_view *a, void *user) {
          * its leak check runs there too and may report what only threads of
          * the parent (absent in a fork) referenced, and change the status. */
         exit(7);
+    case OP_MAPS: { /* three at once: each waits for the others, so each sub runs one */
+        int k = atomic_fetch_add(&sh->nmaps, 1);
+        if (k >= 3)
+            return 1;
+        for (int i = 0; i < 3; i++) /* msync fails with ENOMEM where nothing is mapped */
+            atomic_store(&sh->mapped[k][i],
+                         msync((void *)sh->mbox[i], (size_t)getpagesize(), MS_ASYNC) == 0);
+        atomic_store(&sh->maps_pid[k], (int)getpid());
+        for (int i = 0; i < 30000 && atomic_load(&sh->nmaps) < 3; i++)
+            sleep_ms(1);
+        return 0;
+    }
+    case OP_LONG:
+        atomic_store(&sh->hang_pid, (int)getpid());
+        sleep_ms(10000);
+        return 0;
     }
     return 1;
 }
@@ -82,7 +107,7 @@ static int crash_body(const strata_task_view *a, void *user) {
 typedef struct world {
     strata_worker *w;
     strata_callable fn;
-    strata_buffer *a, *b;
+    strata_buffer *a, *b, *c;
 } world;
 
 static void open_world(world *wd, uint32_t subs) {
@@ -128,6 +153,12 @@ static int orch_crash(strata_orch *o, void *arg) {
     STRATA_TRY(submit(o, cr->wd, cr->op, cr->wd->a));
     STRATA_TRY(submit(o, cr->wd, OP_RECORD, cr->wd->a));
     return submit(o, cr->wd, OP_RECORD, cr->wd->b);
+}
+
+/* One task of cr->op. */
+static int orch_long(strata_orch *o, void *arg) {
+    crash_run *cr = arg;
+    return submit(o, cr->wd, cr->op, cr->wd->a);
 }
 
 static int orch_many(strata_orch *o, void *arg) {
@@ -226,6 +257,8 @@ static void the_last_sub_gone_fails_later_tasks_fast_with_the_reason(void **stat
         assert_int_equal(strata_worker_run(wd.w, orch_crash, &cr), STRATA_EENDPOINT);
         ts_assert_mentions(strata_error_message(), "killed by signal 9");
         ts_assert_mentions(strata_error_message(), "sub 0");
+        /* the tasks were never taken by the dead child: not "while running" */
+        assert_null(strstr(strata_error_message(), "while running"));
     }
     assert_int_equal(atomic_load(&sh->npids), 0);
     close_world(&wd);
@@ -259,6 +292,46 @@ static const st_proc_kind exit_on_control = {.name = "exit-on-control",
                                              .task = plain_task,
                                              .control = exiting_control,
                                              .shutdown = plain_shutdown};
+
+/* A child whose COPY_FROM answer is one byte short. */
+static int short_control(void *self, st_mbox_frame *ctl) {
+    (void)self;
+    memset(ctl->payload, 7, (size_t)ctl->arg1);
+    ctl->payload_bytes = (uint32_t)ctl->arg1 - 1;
+    return STRATA_OK;
+}
+static const st_proc_kind short_copy = {.name = "short-copy",
+                                        .frames = 1,
+                                        .init = plain_init,
+                                        .task = plain_task,
+                                        .control = short_control,
+                                        .shutdown = plain_shutdown};
+
+static void a_short_copy_from_answer_is_refused(void **state) {
+    (void)state;
+    strata_worker_config cfg;
+    strata_worker_config_init(&cfg);
+    cfg.sub_workers = 1;
+    strata_worker *w;
+    assert_ok(strata_worker_create(&cfg, &w));
+    st_proc_ep_config pc = {.kind = &short_copy, .worker_id = -1, .spin_ns = 1000};
+    snprintf(pc.label, sizeof pc.label, "chip fake:0");
+    st_proc_ep *p;
+    assert_ok(st_proc_ep_create(w, &pc, &p));
+    int id;
+    assert_ok(st_worker_add_endpoint(w, st_proc_ep_endpoint(p), &id));
+    assert_ok(strata_worker_init(w));
+    char out[16];
+    assert_fails(STRATA_EENDPOINT, "answered 15 bytes of 16",
+                 st_proc_ep_control(p, ST_MBOX_CMD_COPY_FROM, 0, sizeof out, NULL, 0, out,
+                                    sizeof out, NULL, st_deadline_after(60 * TS_SEC)));
+    /* the control frame is usable again */
+    assert_fails(STRATA_EENDPOINT, "answered 15 bytes of 16",
+                 st_proc_ep_control(p, ST_MBOX_CMD_COPY_FROM, 0, sizeof out, NULL, 0, out,
+                                    sizeof out, NULL, st_deadline_after(60 * TS_SEC)));
+    assert_ok(strata_worker_close(w));
+    strata_worker_destroy(w);
+}
 
 static void exit_during_a_control_call_is_reported_and_contained(void **state) {
     (void)state;
@@ -301,6 +374,146 @@ static void exit_during_a_control_call_is_reported_and_contained(void **state) {
     close_world(&wd);
 }
 
+/* A sub killed while idle: its death is noticed by the parent-side thread's
+ * idle probe (the engine marks it gone) before any task is sent to it, so
+ * every later run goes to the living sub and succeeds. */
+static void an_idle_sub_killed_is_noticed_before_a_task_goes_to_it(void **state) {
+    (void)state;
+    world wd;
+    open_world(&wd, 2);
+    assert_ok(strata_worker_run(wd.w, orch_many, &wd));
+    st_endpoint *dead = wd.w->subs[0].ep;
+    int pid = (int)st_proc_ep_child(st_proc_ep_of(dead))->pid;
+    assert_int_equal(kill(pid, SIGKILL), 0);
+    for (int i = 0; i < 30000 && !atomic_load(&dead->gone); i++)
+        sleep_ms(1); /* a handshake with a generous bound, not a timing check */
+    assert_true(atomic_load(&dead->gone));
+    for (int k = 0; k < 4; k++) {
+        atomic_store(&sh->npids, 0);
+        assert_ok(strata_worker_run(wd.w, orch_many, &wd));
+        assert_int_equal(atomic_load(&sh->npids), 8);
+        for (int i = 0; i < 8; i++)
+            assert_int_not_equal(atomic_load(&sh->pids[i]), pid);
+    }
+    close_world(&wd);
+}
+
+/* A child maps its own mailbox only: its siblings' (mapped before the forks)
+ * are unmapped, so a wild write in one child cannot reach another's frames. */
+static int orch_maps(strata_orch *o, void *arg) {
+    world *wd = arg;
+    STRATA_TRY(submit(o, wd, OP_MAPS, wd->a));
+    STRATA_TRY(submit(o, wd, OP_MAPS, wd->b));
+    return submit(o, wd, OP_MAPS, wd->c);
+}
+
+static void a_child_maps_no_sibling_mailbox(void **state) {
+    (void)state;
+    world wd;
+    open_world(&wd, 3);
+    assert_ok(strata_buffer_create(wd.w, 64, &wd.c));
+    for (int i = 0; i < 3; i++)
+        sh->mbox[i] = (uintptr_t)st_proc_ep_mbox(st_proc_ep_of(wd.w->subs[i].ep));
+    assert_ok(strata_worker_run(wd.w, orch_maps, &wd));
+    assert_int_equal(atomic_load(&sh->nmaps), 3);
+    for (int k = 0; k < 3; k++) {
+        int who = pid_of_sub_running(&wd, atomic_load(&sh->maps_pid[k]));
+        assert_true(who >= 0);
+        for (int i = 0; i < 3; i++)
+            assert_int_equal(atomic_load(&sh->mapped[k][i]), i == who);
+    }
+    strata_buffer_destroy(wd.c);
+    close_world(&wd);
+}
+
+/* ---- a process chip that died ------------------------------------------- */
+
+static int crash_program(strata_program_ctx *ctx, const strata_task_view *a, void *user) {
+    (void)user;
+    uint64_t crash = strata_args_scalar(a, 0);
+    return strata_program_launch(ctx, "crash_if", 1, &crash, 1);
+}
+
+static int nop_sub(const strata_task_view *a, void *user) {
+    (void)a;
+    (void)user;
+    return 0;
+}
+
+typedef struct chip_world {
+    strata_worker *w;
+    strata_callable prog, prod;
+    strata_buffer *buf;
+    int chip;
+    int ntasks;
+    uint64_t crash;
+} chip_world;
+
+/* A sub task, then ntasks chip tasks that read its output: they become
+ * ready together, so one scheduler pass dispatches them all to the chip. */
+static int orch_chip(strata_orch *o, void *arg) {
+    chip_world *cw = arg;
+    int64_t shape[1] = {16};
+    strata_tensor t;
+    STRATA_TRY(strata_tensor_contiguous(cw->buf, STRATA_F32, 1, shape, &t));
+    strata_task_args a;
+    strata_args_init(&a);
+    STRATA_TRY(strata_args_add_tensor(&a, &t, STRATA_OUT));
+    STRATA_TRY(strata_orch_submit_sub(o, cw->prod, &a));
+    for (int i = 0; i < cw->ntasks; i++) {
+        strata_args_init(&a);
+        STRATA_TRY(strata_args_add_tensor(&a, &t, STRATA_IN));
+        STRATA_TRY(strata_args_add_scalar(&a, cw->crash));
+        STRATA_TRY(strata_orch_submit_next_level(o, cw->prog, &a, NULL, cw->chip));
+    }
+    return STRATA_OK;
+}
+
+static int chip_run(chip_world *cw, int ntasks, uint64_t crash, char *err, size_t cap) {
+    cw->ntasks = ntasks;
+    cw->crash = crash;
+    strata_run *r;
+    assert_ok(strata_worker_submit(cw->w, orch_chip, cw, &r));
+    int rc = strata_run_wait(r, 60 * TS_SEC); /* a hang shows as ETIMEDOUT, not a stuck test */
+    snprintf(err, cap, "%s", strata_run_error(r) ? strata_run_error(r) : "");
+    strata_run_release(r);
+    return rc;
+}
+
+/* Both tasks of one pass to a dead process chip are rejected (each on a
+ * completion record of its own: one record pushed twice hung the worker). */
+static void a_dead_process_chip_given_two_tasks_in_one_pass_fails_both(void **state) {
+    (void)state;
+    chip_world cw = {0};
+    strata_worker_config wc;
+    strata_worker_config_init(&wc);
+    wc.sub_workers = 1;
+    assert_ok(strata_worker_create(&wc, &cw.w));
+    strata_chip_config cc;
+    strata_chip_config_init(&cc);
+    cc.kernel_module = STRATA_SIM_TEST_KERNELS_PATH;
+    cc.host = STRATA_HOST_PROCESS;
+    assert_ok(strata_worker_add_chip(cw.w, &cc, &cw.chip));
+    strata_chip_program_desc d = {.name = "crash", .fn = crash_program};
+    assert_ok(strata_worker_register_chip_program(cw.w, &d, &cw.prog));
+    assert_ok(strata_worker_register_sub(cw.w, "prod", nop_sub, NULL, &cw.prod));
+    assert_ok(strata_worker_init(cw.w));
+    assert_ok(strata_buffer_create(cw.w, 64, &cw.buf));
+    char err[STRATA_ERRMSG_MAX];
+    assert_int_equal(chip_run(&cw, 1, 0, err, sizeof err), STRATA_OK);
+    assert_int_equal(chip_run(&cw, 1, 1, err, sizeof err), STRATA_EENDPOINT);
+    ts_assert_mentions(err, "killed by signal 11");
+    ts_assert_mentions(err, "while running task 'crash'");
+    for (int k = 0; k < 2; k++) {
+        assert_int_equal(chip_run(&cw, 2, 0, err, sizeof err), STRATA_EENDPOINT);
+        ts_assert_mentions(err, "killed by signal 11");
+        ts_assert_mentions(err, "chip sim:0");
+    }
+    assert_ok(strata_worker_close(cw.w));
+    strata_buffer_destroy(cw.buf);
+    strata_worker_destroy(cw.w);
+}
+
 /* ---- the parent dies ---------------------------------------------------- */
 
 static int gone_or_zombie(int pid) {
@@ -320,6 +533,7 @@ static int gone_or_zombie(int pid) {
 
 static void the_children_of_a_killed_parent_exit(void **state) {
     (void)state;
+    memset(sh, 0, sizeof *sh);
     int fds[2];
     assert_int_equal(pipe(fds), 0);
     pid_t parent = fork();
@@ -331,8 +545,20 @@ static void the_children_of_a_killed_parent_exit(void **state) {
         cfg.sub_workers = 3;
         cfg.sub_mode = STRATA_HOST_PROCESS;
         strata_worker *w;
-        if (strata_worker_create(&cfg, &w) != STRATA_OK || strata_worker_init(w) != STRATA_OK)
+        strata_callable fn;
+        if (strata_worker_create(&cfg, &w) != STRATA_OK ||
+            strata_worker_register_sub(w, "crash", crash_body, NULL, &fn) != STRATA_OK ||
+            strata_worker_init(w) != STRATA_OK)
             _exit(1);
+        /* one child busy in a 10 s task when the parent dies */
+        world wd = {.w = w, .fn = fn};
+        crash_run cr = {&wd, OP_LONG};
+        strata_run *r;
+        if (strata_buffer_create(w, 64, &wd.a) != STRATA_OK ||
+            strata_worker_submit(w, orch_long, &cr, &r) != STRATA_OK)
+            _exit(1);
+        for (int i = 0; i < 30000 && atomic_load(&sh->hang_pid) == 0; i++)
+            sleep_ms(1);
         int pids[3];
         for (int i = 0; i < 3; i++)
             pids[i] = (int)st_proc_ep_child(st_proc_ep_of(w->subs[i].ep))->pid;
@@ -355,11 +581,17 @@ static void the_children_of_a_killed_parent_exit(void **state) {
     assert_int_equal(kill(parent, SIGKILL), 0);
     int status;
     assert_int_equal(waitpid(parent, &status, 0), parent);
-    /* Each child parks at most 500 ms between checks of its parent: they are
-     * gone within about a second; the bound here is only against a hang. */
+    /* Each child's watchdog checks its parent every 250 ms: they are gone
+     * within about a second, the busy one too. The bound (5 s) is only below
+     * the busy child's 10 s task: past it, that child waited for its task. */
+    int busy = atomic_load(&sh->hang_pid);
+    int found = 0;
+    for (int i = 0; i < 3; i++)
+        found |= pids[i] == busy;
+    assert_true(found);
+    uint64_t until = st_deadline_after(5 * TS_SEC);
     for (int i = 0; i < 3; i++) {
-        int k = 0;
-        while (!gone_or_zombie(pids[i]) && k++ < 20000)
+        while (!gone_or_zombie(pids[i]) && st_now_ns() < until)
             sleep_ms(1);
         assert_true(gone_or_zombie(pids[i]));
     }
@@ -385,6 +617,10 @@ int main(void) {
         cmocka_unit_test(exit_in_a_sub_function_fails_only_its_run),
         cmocka_unit_test(the_last_sub_gone_fails_later_tasks_fast_with_the_reason),
         cmocka_unit_test(exit_during_a_control_call_is_reported_and_contained),
+        cmocka_unit_test(a_short_copy_from_answer_is_refused),
+        cmocka_unit_test(an_idle_sub_killed_is_noticed_before_a_task_goes_to_it),
+        cmocka_unit_test(a_child_maps_no_sibling_mailbox),
+        cmocka_unit_test(a_dead_process_chip_given_two_tasks_in_one_pass_fails_both),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

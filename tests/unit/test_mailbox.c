@@ -55,6 +55,7 @@ static void the_layout_is_the_wire_contract(void **state) {
     assert_int_equal(offsetof(st_mbox_frame, arg1), 65536 - 48);
     assert_int_equal(offsetof(st_mbox_frame, result), 65536 - 40);
     assert_int_equal(offsetof(st_mbox_frame, shutdown), 65536 - 32);
+    assert_int_equal(offsetof(st_mbox_frame, taken), 65536 - 28); /* the child's own tail word */
     assert_int_equal(sizeof(st_mbox_trailer), 40);
     assert_int_equal(offsetof(st_mbox_trailer, dispatch_id), 32);
     /* the numbering of states is part of the contract */
