@@ -230,8 +230,8 @@ static int collect(st_proc_ep *p, int check_dead) {
                 continue;
             }
             /* dead: nothing writes the frame any more */
-            int started = atomic_load(&st_mbox_task(p->m, i)->taken) ==
-                          (uint32_t)rec->trailer.dispatch_id;
+            int started =
+                atomic_load(&st_mbox_task(p->m, i)->taken) == (uint32_t)rec->trailer.dispatch_id;
             st_completion_hold(&rec->comp);
             rec->comp.ref = rec->ref;
             rec->comp.member = rec->member;
