@@ -23,8 +23,9 @@
  * (st_proc_ep_start_thread). It parks on the parent doorbell with a 50 ms
  * timeout while nothing is in flight, and with a 2 ms timeout while
  * something is, probing the child's liveness at every timeout: a dead
- * child's in-flight tasks fail with its wait status within milliseconds, and the engine learns it is gone (an
- * idle child's death within 50 ms, before a task is sent to it). A dispatch
+ * child's in-flight tasks fail with its wait status within milliseconds,
+ * and the engine learns it is gone (an idle child's death within 50 ms,
+ * before a task is sent to it). A dispatch
  * rings that doorbell only while the thread is in (or about to enter) the
  * idle park (`idle_parked`): when it spins, parks with the short timeout or
  * runs the dispatch itself, the ring would only move the bell's cache line
