@@ -372,7 +372,8 @@ static void a_stale_identity_at_activation_poisons_the_endpoint(void **state) {
     chip_ep *ep = (chip_ep *)chip_ep_of(f);
     pthread_mutex_lock(&ep->drv.mu);
     for (int i = 0; i < CHIP_EP_TASKS; i++)
-        if (ep->drv.tasks[i].state != CHIP_TASK_FREE && ep->drv.tasks[i].d.run_id == strata_run_id(b))
+        if (ep->drv.tasks[i].state != CHIP_TASK_FREE &&
+            ep->drv.tasks[i].d.run_id == strata_run_id(b))
             ep->drv.tasks[i].d.lease.generation += 100;
     pthread_mutex_unlock(&ep->drv.mu);
     open_gate(f);
