@@ -141,28 +141,39 @@ static int strata_fail(const char *what, int rc) {
     return rc;
 }
 
+/* A worker of `workers` sub workers hosted as `mode`, started and warmed by
+ * ten runs so every thread (and child) has been active. On failure *out is
+ * left for the caller to destroy (NULL if creation failed). */
+static int start_warm_worker(int workers, strata_host_mode mode, warm_call *call,
+                             strata_worker **out) {
+    strata_worker_config cfg;
+    strata_worker_config_init(&cfg);
+    cfg.sub_workers = (uint32_t)workers;
+    cfg.sub_mode = mode;
+    *out = NULL;
+    int rc = strata_worker_create(&cfg, out);
+    if (rc)
+        return strata_fail("strata_worker_create", rc);
+    call->ntasks = 64 * workers;
+    if ((rc = strata_worker_register_sub(*out, "empty", empty_task, NULL, &call->empty)) != 0)
+        return strata_fail("strata_worker_register_sub", rc);
+    if ((rc = strata_worker_init(*out)) != 0)
+        return strata_fail("strata_worker_init", rc);
+    for (int i = 0; i < 10; i++)
+        if ((rc = strata_worker_run(*out, orchestrate_warm, call)) != 0)
+            return strata_fail("strata_worker_run", rc);
+    return STRATA_OK;
+}
+
 /* A worker with PROCESS_SUBS process-hosted sub workers, warmed like the
  * thread-hosted one, measured idle (parent and children), then `probes`
  * times: 1 s idle, one 1-task run timed. Measured first: its children are
  * forked before any other runtime's threads exist. */
 static int process_idle(double window_s, int slices, int probes, bench_series *per_slice,
                         double *whole, bench_series *first_task_us) {
-    strata_worker_config cfg;
-    strata_worker *w = NULL;
-    warm_call call = {0, 64 * PROCESS_SUBS};
-    strata_worker_config_init(&cfg);
-    cfg.sub_workers = PROCESS_SUBS;
-    cfg.sub_mode = STRATA_HOST_PROCESS;
-    int rc = strata_worker_create(&cfg, &w);
-    if (rc)
-        return strata_fail("strata_worker_create (process subs)", rc);
-    if ((rc = strata_worker_register_sub(w, "empty", empty_task, NULL, &call.empty)) != 0)
-        strata_fail("strata_worker_register_sub", rc);
-    else if ((rc = strata_worker_init(w)) != 0)
-        strata_fail("strata_worker_init", rc);
-    for (int i = 0; i < 10 && !rc; i++)
-        if ((rc = strata_worker_run(w, orchestrate_warm, &call)) != 0)
-            strata_fail("strata_worker_run", rc);
+    strata_worker *w;
+    warm_call call = {0, 0};
+    int rc = start_warm_worker(PROCESS_SUBS, STRATA_HOST_PROCESS, &call, &w);
     if (!rc)
         find_children();
     if (!rc && nchild_pids != PROCESS_SUBS) {
@@ -188,21 +199,9 @@ static int process_idle(double window_s, int slices, int probes, bench_series *p
  * measure it doing nothing. */
 static int strata_idle(int workers, double window_s, int slices, bench_series *per_slice,
                        double *whole) {
-    strata_worker_config cfg;
-    strata_worker *w = NULL;
-    warm_call call = {0, 64 * workers};
-    strata_worker_config_init(&cfg);
-    cfg.sub_workers = (uint32_t)workers;
-    int rc = strata_worker_create(&cfg, &w);
-    if (rc)
-        return strata_fail("strata_worker_create", rc);
-    if ((rc = strata_worker_register_sub(w, "empty", empty_task, NULL, &call.empty)) != 0)
-        strata_fail("strata_worker_register_sub", rc);
-    else if ((rc = strata_worker_init(w)) != 0)
-        strata_fail("strata_worker_init", rc);
-    for (int i = 0; i < 10 && !rc; i++)
-        if ((rc = strata_worker_run(w, orchestrate_warm, &call)) != 0)
-            strata_fail("strata_worker_run", rc);
+    strata_worker *w;
+    warm_call call = {0, 0};
+    int rc = start_warm_worker(workers, STRATA_HOST_THREAD, &call, &w);
     if (!rc)
         measure_idle(window_s, slices, per_slice, whole);
     strata_worker_destroy(w);
