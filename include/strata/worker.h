@@ -54,9 +54,11 @@ typedef struct strata_worker_config {
                                      0: sub task bodies only ever run on sub worker threads */
     uint64_t startup_timeout_ns;  /* bound on starting process children at strata_worker_init
                                      (default 30 s): one that fails, exits or hangs fails init */
-    uint64_t shared_arena_bytes;  /* virtual size of the shared arena strata_buffer_create
-                                     takes buffers from once a worker with process children is
-                                     initialised (default 1 GiB; reserved, not committed) */
+    uint64_t shared_arena_bytes;  /* virtual size of each shared arena region
+                                     strata_buffer_create takes buffers from (default 1 GiB;
+                                     reserved at strata_worker_create, not committed). More
+                                     regions are added as needed until the worker's process
+                                     children exist; then a full arena fails STRATA_ENOMEM */
 } strata_worker_config;
 
 STRATA_API void strata_worker_config_init(strata_worker_config *cfg);

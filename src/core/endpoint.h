@@ -305,13 +305,13 @@ typedef struct st_start_plan {
     int subs_fork;                        /* 1: create_sub forks a process (and starts no
                                              thread): the subs are made in phase 1; 0: they
                                              start threads, so in phase 2 */
-    int shared_arena;                     /* 1: the worker has process children: reserve the
+    int shared_arena;                     /* 1: the worker has process children: seal the
                                              shared arena (strata_buffer_create) first */
 } st_start_plan;
 
 /* strata_worker_init's body in its two phases, with the endpoints left open
  * (exec/worker_init.c is the only caller). Phase 1 (st_worker_start_forks):
- * reserve the shared arena if asked, create the process sub workers, then
+ * seal the shared arena if asked (no region added after a fork), create the process sub workers, then
  * plan->fork_children: every fork of the subtree, no thread. Phase 2
  * (st_worker_start_threads): plan->thread_children, the thread sub workers,
  * the scheduler thread; w is RUNNING. Every phase 1 of the whole tree runs

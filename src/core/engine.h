@@ -132,7 +132,7 @@ struct strata_worker {
     st_event admit_ev; /* bumped when a run retires or stops building, or a registration
                           finished telling the children (close waits for those) */
     int broadcasting;  /* registrations telling the children now (under the lock) */
-    st_arena *arena;   /* strata_buffer_create's memory once process children exist */
+    st_arena *arena;   /* strata_buffer_create's memory, reserved at create */
 
     pthread_t sched_thread;
     int sched_started;

@@ -155,6 +155,16 @@ int strata_worker_create(const strata_worker_config *cfg, strata_worker **out) {
         st_free(w);
         return st_fail_prefix(rc, "strata_worker_create"); /* st_heap_init described it */
     }
+    /* Reserved now, so every buffer, even one made before init, is seen by
+     * the process children init forks; a reservation costs no memory. */
+    rc = st_arena_create(cfg->shared_arena_bytes, &w->arena);
+    if (rc != STRATA_OK) {
+        st_heap_destroy(&w->heap);
+        st_tmap_destroy(&w->tmap);
+        st_slots_destroy(&w->slots);
+        st_free(w);
+        return st_fail_prefix(rc, "strata_worker_create");
+    }
     *out = w;
     return STRATA_OK;
 }
@@ -411,11 +421,8 @@ int st_worker_start_forks(strata_worker *w, const st_start_plan *plan) {
     int rc = alloc_init_tables(w);
     if (rc != STRATA_OK)
         return init_failed(w, plan, rc);
-    if (plan->shared_arena && !w->arena) { /* before the first fork: every child maps it */
-        rc = st_arena_create(w->cfg.shared_arena_bytes, &w->arena);
-        if (rc != STRATA_OK)
-            return init_failed(w, plan, st_fail_prefix(rc, "strata_worker_init"));
-    }
+    if (plan->shared_arena) /* before the first fork: a region added later would be unseen */
+        st_arena_seal(w->arena);
     const st_sub_port port = sub_port_of(w);
     if (plan->subs_fork && (rc = create_subs(w, plan, &port, (int)w->cfg.sub_workers)) != STRATA_OK)
         return init_failed(w, plan, rc);
