@@ -183,6 +183,12 @@ STRATA_API uint64_t strata_orch_run_id(const strata_orch *o);
 /* Worker ids of next-level children in registration order. */
 STRATA_API int strata_worker_next_level_count(const strata_worker *w);
 
+/* How many distinct worker indices task bodies of w may read
+ * (strata_task_view.worker): sub_workers, plus one for a thread that runs
+ * sub tasks while it waits when help_while_waiting is on. Size per-worker
+ * scratch by it. 0 for NULL. */
+STRATA_API uint32_t strata_worker_sub_slots(const strata_worker *w);
+
 /* ---- Child Workers (L4 and up) ------------------------------------------------
  * A Worker's next-level children may be Workers themselves: an L4 Worker whose
  * children are L3 Workers (each with its own chips and sub workers). A task for

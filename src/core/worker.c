@@ -198,6 +198,12 @@ st_endpoint *st_worker_next_endpoint(strata_worker *w, int worker_id) {
     return ep;
 }
 
+uint32_t strata_worker_sub_slots(const strata_worker *w) {
+    if (!w)
+        return 0;
+    return w->cfg.sub_workers + (w->cfg.help_while_waiting ? 1u : 0u); /* the helper: nsubs */
+}
+
 int strata_worker_next_level_count(const strata_worker *w) {
     if (!w)
         return 0;
