@@ -42,7 +42,9 @@ typedef enum strata_host_mode { STRATA_HOST_THREAD = 0, STRATA_HOST_PROCESS = 1 
 
 typedef struct strata_worker_config {
     int level;                    /* label only (default 3); behaviour never depends on it */
-    uint32_t sub_workers;         /* host-function workers (default 2) */
+    uint32_t sub_workers;         /* host-function workers (default: one per CPU the calling
+                                     thread may run on, at most STRATA_MAX_SUB_WORKERS; 0: the
+                                     worker takes no sub tasks) */
     strata_host_mode sub_mode;    /* default STRATA_HOST_THREAD */
     uint32_t task_window;         /* live task slots, power of two (default 4096) */
     uint32_t pipeline_depth;      /* runs admitted at once, 1 or 2 (default 2) */

@@ -13,6 +13,7 @@
 #include <sched.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/arena.h"
 #include "core/endpoint.h"
@@ -66,12 +67,27 @@ int st_refuse_in_task(const char *what, const char *why) {
                    what, why);
 }
 
+static uint32_t default_sub_workers(void) {
+    /* The CPUs this process may run on (taskset, a cpuset), else those online. */
+    cpu_set_t set;
+    long n = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 0;
+    if (n <= 0)
+        n = sysconf(_SC_NPROCESSORS_ONLN);
+    if (n < 1)
+        n = 1;
+    return n > STRATA_MAX_SUB_WORKERS ? STRATA_MAX_SUB_WORKERS : (uint32_t)n;
+}
+
 void strata_worker_config_init(strata_worker_config *cfg) {
     if (!cfg)
         return;
     memset(cfg, 0, sizeof *cfg);
     cfg->level = 3;
-    cfg->sub_workers = 2;
+    /* One per core, not one fewer for a helping caller: a waiting caller runs
+     * a task in place of the sub worker it was dispatched to (that one waits
+     * meanwhile), so it never adds a body running in parallel, and cores - 1
+     * sub workers would leave a core without work in a compute-bound run. */
+    cfg->sub_workers = default_sub_workers();
     cfg->sub_mode = STRATA_HOST_THREAD;
     cfg->task_window = 4096;
     cfg->pipeline_depth = 2;
