@@ -125,7 +125,9 @@ static void fresh_small_buffers_are_faulted_in_ahead(void **state) {
         tiles[i][15] = 1;
     long faults = minor_faults() - before;
     print_message("minor faults writing %d fresh tiles: %ld\n", N, faults);
+#ifndef __SANITIZE_THREAD__ /* TSan's shadow of each first-written page faults on its own */
     assert_true(faults < 8);
+#endif
     st_arena_put(a);
 }
 
