@@ -3,7 +3,9 @@
  *
  * Owns: the four graphs (independent tasks, 2 and 64 INOUT chains, a 1-D
  * stencil of width = worker count) written once for each runtime, and their
- * timing (total wall time of building and running the graph / tasks).
+ * timing (total wall time of building and running the graph / tasks); and,
+ * strata only, the first run of a fresh worker over freshly created 16-byte
+ * tile buffers against the warm run after it (per-task time, minor faults).
  * Must never: subtract anything from a measurement, or let one runtime's idle
  * threads run while another is measured (StarPU is paused in between).
  *
@@ -14,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include <strata/strata.h>
 
@@ -194,6 +197,110 @@ static int strata_sample(const strata_side *s, const graph_spec *g, double *us_p
     if (rc)
         return strata_fail("strata_worker_run", rc);
     *us_per_task = (double)(t1 - t0) / 1e3 / g->ntasks;
+    return 0;
+}
+
+/* ---- strata: the first run over fresh tile buffers ------------------------------ */
+
+#define FRESH_TILES 2000
+
+typedef struct fresh_side {
+    strata_worker *w;
+    strata_callable stamp;
+    strata_buffer *buf[FRESH_TILES];
+    strata_tensor tile[FRESH_TILES]; /* one OUT tile of 16 bytes per task */
+} fresh_side;
+
+/* Writes its tile, as a producer of a tiled graph does: the write is where a
+ * tile's memory is first touched. */
+static int stamp_task(const strata_task_view *args, void *user) {
+    double *t = strata_args_data(args, 0);
+    t[0] = t[1] + 1.0;
+    return 0;
+}
+
+static int orchestrate_fresh(strata_orch *o, void *arg) {
+    const fresh_side *f = arg;
+    for (int i = 0; i < FRESH_TILES; i++) {
+        strata_task_args a;
+        strata_args_init(&a);
+        STRATA_TRY(strata_args_add_tensor(&a, &f->tile[i], STRATA_OUT));
+        STRATA_TRY(strata_orch_submit_sub(o, f->stamp, &a));
+    }
+    return STRATA_OK;
+}
+
+static long minor_faults(void) {
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_minflt;
+}
+
+static void fresh_stop(fresh_side *f) {
+    for (int i = 0; i < FRESH_TILES; i++)
+        strata_buffer_destroy(f->buf[i]);
+    strata_worker_destroy(f->w);
+}
+
+/* A new worker and FRESH_TILES new buffers (not timed), then its first run
+ * and the run after it: µs per task of each, minor faults of the first. */
+static int fresh_sample(int workers, double *first_us, double *warm_us, double *faults) {
+    static fresh_side f;
+    memset(&f, 0, sizeof f);
+    strata_worker_config cfg;
+    strata_worker_config_init(&cfg);
+    cfg.sub_workers = (uint32_t)workers;
+    int rc = strata_worker_create(&cfg, &f.w);
+    if (!rc)
+        rc = strata_worker_register_sub(f.w, "stamp", stamp_task, NULL, &f.stamp);
+    if (!rc)
+        rc = strata_worker_init(f.w);
+    const int64_t two = 2;
+    for (int i = 0; i < FRESH_TILES && !rc; i++) {
+        rc = strata_buffer_create(f.w, 2 * sizeof(double), &f.buf[i]);
+        if (!rc)
+            rc = strata_tensor_contiguous(f.buf[i], STRATA_F64, 1, &two, &f.tile[i]);
+    }
+    bench_settle();
+    long flt = minor_faults();
+    uint64_t t0 = bench_now_ns();
+    if (!rc)
+        rc = strata_worker_run(f.w, orchestrate_fresh, &f);
+    uint64_t t1 = bench_now_ns();
+    flt = minor_faults() - flt;
+    if (!rc)
+        rc = strata_worker_run(f.w, orchestrate_fresh, &f);
+    uint64_t t2 = bench_now_ns();
+    if (rc)
+        strata_fail("the fresh-tile runs", rc);
+    fresh_stop(&f);
+    *first_us = (double)(t1 - t0) / 1e3 / FRESH_TILES;
+    *warm_us = (double)(t2 - t1) / 1e3 / FRESH_TILES;
+    *faults = (double)flt;
+    return rc ? -1 : 0;
+}
+
+static int run_fresh(const bench_options *opt, bench_report *report) {
+    if (!bench_wants(opt, "strata"))
+        return 0;
+    bench_series first = {0}, warm = {0}, faults = {0};
+    for (int r = 0; r < opt->reps; r++) {
+        double a, b, c;
+        if (fresh_sample(opt->workers, &a, &b, &c))
+            return -1;
+        bench_series_add(&first, a);
+        bench_series_add(&warm, b);
+        bench_series_add(&faults, c);
+    }
+    bench_table *t = bench_report_table(
+        report,
+        "first run of a new worker over %d fresh 16-byte tile buffers (one OUT tile per "
+        "task), %d workers, median of %d",
+        FRESH_TILES, opt->workers, opt->reps);
+    bench_row *row = bench_table_row(t, "first run, fresh tile buffers", "us/task", &first, 0);
+    bench_row_compare(row, "warm run", bench_measured(&warm), 0);
+    bench_table_row(t, "first run, minor faults", "faults", &faults, 0);
+    bench_table_print(t);
     return 0;
 }
 
@@ -479,7 +586,7 @@ static int run_all(const bench_options *opt, bench_report *report, strata_side *
 #endif
     printf("  strata: %d sub workers (threads), default window; libgomp: %d threads\n",
            opt->workers, opt->workers);
-    return 0;
+    return run_fresh(opt, report);
 }
 
 int main(int argc, char **argv) {

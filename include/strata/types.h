@@ -120,6 +120,13 @@ typedef struct strata_task_view {
     const uint8_t *tags;          /* ntensors entries, strata_tag */
     const uint64_t *scalars;      /* nscalars entries */
     const strata_tensor *tensors; /* ntensors entries */
+    /* The index of the worker running this body, for per-worker scratch: a
+     * sub worker's index (0 .. sub_workers - 1, in a process child too), or
+     * sub_workers for a thread that runs a task while it waits for its run
+     * (help_while_waiting; one such thread at a time). Never shared by two
+     * bodies running at once; strata_worker_sub_slots() is the count. A chip
+     * program, and an orchestration function's strata_orch_task_args, get 0. */
+    uint32_t worker;
 } strata_task_view;
 
 /* The view of the arguments in *a (no copy: valid while *a is). This is how
@@ -131,6 +138,7 @@ static inline strata_task_view strata_args_view(const strata_task_args *a) {
     v.tags = a->tags;
     v.scalars = a->scalars;
     v.tensors = a->tensors;
+    v.worker = 0;
     return v;
 }
 

@@ -42,7 +42,9 @@ typedef enum strata_host_mode { STRATA_HOST_THREAD = 0, STRATA_HOST_PROCESS = 1 
 
 typedef struct strata_worker_config {
     int level;                    /* label only (default 3); behaviour never depends on it */
-    uint32_t sub_workers;         /* host-function workers (default 2) */
+    uint32_t sub_workers;         /* host-function workers (default: one per CPU the calling
+                                     thread may run on, at most STRATA_MAX_SUB_WORKERS; 0: the
+                                     worker takes no sub tasks) */
     strata_host_mode sub_mode;    /* default STRATA_HOST_THREAD */
     uint32_t task_window;         /* live task slots, power of two (default 4096) */
     uint32_t pipeline_depth;      /* runs admitted at once, 1 or 2 (default 2) */
@@ -54,9 +56,11 @@ typedef struct strata_worker_config {
                                      0: sub task bodies only ever run on sub worker threads */
     uint64_t startup_timeout_ns;  /* bound on starting process children at strata_worker_init
                                      (default 30 s): one that fails, exits or hangs fails init */
-    uint64_t shared_arena_bytes;  /* virtual size of the shared arena strata_buffer_create
-                                     takes buffers from once a worker with process children is
-                                     initialised (default 1 GiB; reserved, not committed) */
+    uint64_t shared_arena_bytes;  /* virtual size of each shared arena region
+                                     strata_buffer_create takes buffers from (default 1 GiB;
+                                     reserved at strata_worker_create, not committed). More
+                                     regions are added as needed until the worker's process
+                                     children exist; then a full arena fails STRATA_ENOMEM */
 } strata_worker_config;
 
 STRATA_API void strata_worker_config_init(strata_worker_config *cfg);
@@ -180,6 +184,12 @@ STRATA_API uint64_t strata_orch_run_id(const strata_orch *o);
 
 /* Worker ids of next-level children in registration order. */
 STRATA_API int strata_worker_next_level_count(const strata_worker *w);
+
+/* How many distinct worker indices task bodies of w may read
+ * (strata_task_view.worker): sub_workers, plus one for a thread that runs
+ * sub tasks while it waits when help_while_waiting is on. Size per-worker
+ * scratch by it. 0 for NULL. */
+STRATA_API uint32_t strata_worker_sub_slots(const strata_worker *w);
 
 /* ---- Child Workers (L4 and up) ------------------------------------------------
  * A Worker's next-level children may be Workers themselves: an L4 Worker whose

@@ -2,9 +2,9 @@
  *
  * Owns: strata_buffer (memory + identity) and the validation of views and
  * argument lists (include/strata/tensor.h). Memory of strata_buffer_create
- * comes from the worker's shared arena (core/arena.h) once a worker with
- * process children was initialised, else from its own shared mapping; either
- * way every child of the worker sees it at the same address.
+ * comes from the worker's shared arenas (core/arena.h), reserved at
+ * strata_worker_create: every process child of the worker sees it at the
+ * same address.
  * Must never: depend on runs or the scheduler; these are plain values.
  */
 #include <stdlib.h>
@@ -23,8 +23,8 @@ struct strata_buffer {
     strata_worker *w;
     void *data;
     size_t nbytes;
-    size_t mapped;   /* bytes mapped by strata (0 for wrapped memory) */
-    st_arena *arena; /* data is nbytes of this shared arena (a reference held), or NULL */
+    size_t mapped;   /* bytes of the buffer's own mapping (a large buffer), else 0 */
+    st_arena *arena; /* made by strata_buffer_create (a reference held); NULL: wrapped */
     strata_buffer_id ident;
     uint8_t mem; /* strata_mem_kind */
 };
@@ -57,33 +57,26 @@ int strata_buffer_create(strata_worker *w, size_t nbytes, strata_buffer **out) {
     *out = NULL;
     if (nbytes == 0)
         return st_fail(STRATA_EINVAL, "strata_buffer_create: nbytes is 0");
-    st_arena *a = w->arena; /* set at init, before any child or engine thread existed */
-    if (a && !st_arena_is_owner(a))
+    st_arena *a = w->arena; /* reserved at strata_worker_create, before any child existed */
+    if (!st_arena_is_owner(a))
         return st_fail(STRATA_ESTATE,
                        "strata_buffer_create: called in a process child of the worker (pid "
                        "%d): buffers of a worker are made and freed in the worker's own "
                        "process (pid %d)",
                        (int)getpid(), (int)a->owner);
-    if (a) { /* reserved before the children were forked: they see it */
-        void *p = st_arena_alloc(a, nbytes);
-        if (!p)
-            return st_fail_prefix(STRATA_ENOMEM, "strata_buffer_create");
-        if (new_buffer(w, p, nbytes, 0, out) != STRATA_OK) {
-            st_arena_free(a, p, nbytes);
-            return st_fail_nomem("strata_buffer_create: the buffer record", sizeof(strata_buffer));
-        }
-        st_arena_get(a);
-        (*out)->arena = a;
-        return STRATA_OK;
-    }
-    /* Shared mapping: children forked later see it at the same address. */
-    void *p = st_map_anon(nbytes, MAP_SHARED);
+    size_t own = 0;
+    void *p = st_arena_alloc(a, nbytes, &own);
     if (!p)
-        return st_fail_nomem("strata_buffer_create: the buffer's memory", nbytes);
-    if (new_buffer(w, p, nbytes, nbytes, out) != STRATA_OK) {
-        st_unmap(p, nbytes);
+        return st_fail_prefix(STRATA_ENOMEM, "strata_buffer_create");
+    if (new_buffer(w, p, nbytes, own, out) != STRATA_OK) {
+        if (own)
+            st_unmap(p, own);
+        else
+            st_arena_free(a, p, nbytes);
         return st_fail_nomem("strata_buffer_create: the buffer record", sizeof(strata_buffer));
     }
+    st_arena_get(a);
+    (*out)->arena = a;
     return STRATA_OK;
 }
 
@@ -99,12 +92,11 @@ int strata_buffer_wrap(strata_worker *w, void *data, size_t nbytes, strata_buffe
 }
 
 static void free_buffer(strata_buffer *b) {
-    if (b->arena) {
-        st_arena_free(b->arena, b->data, b->nbytes);
-        st_arena_put(b->arena);
-    } else if (b->mapped) {
+    if (b->mapped)
         st_unmap(b->data, b->mapped);
-    }
+    else if (b->arena)
+        st_arena_free(b->arena, b->data, b->nbytes);
+    st_arena_put(b->arena);
     st_free(b);
 }
 

@@ -163,13 +163,14 @@ typedef struct st_endpoint_ops {
     void (*destroy)(st_endpoint *ep);
     /* Run a lendable task that was dispatched to ep but not started yet on the
      * calling thread (a thread waiting for its run), and complete it as ep
-     * would. Only tasks of runs up to max_run_id are taken. 1 if a task ran.
+     * would. Only tasks of runs up to max_run_id are taken; the body reads
+     * `worker` as its worker index (strata_task_view). 1 if a task ran.
      * A process endpoint cannot run a task on another process's thread:
      * instead it hands back a result its child finished (the caller completes
      * it, saving the endpoint thread's wake-up); 1 if it did.
      * May be NULL (the endpoint never lends: chips). Any thread,
      * no lock held. */
-    int (*lend)(st_endpoint *ep, uint64_t max_run_id);
+    int (*lend)(st_endpoint *ep, uint64_t max_run_id, uint32_t worker);
     /* A callable was registered on the running worker (strata_worker_register_sub,
      * st_register_next_level after init): an endpoint whose child keeps its own
      * table (a process child) makes it known there. Blocks until the child
@@ -305,14 +306,14 @@ typedef struct st_start_plan {
     int subs_fork;                        /* 1: create_sub forks a process (and starts no
                                              thread): the subs are made in phase 1; 0: they
                                              start threads, so in phase 2 */
-    int shared_arena;                     /* 1: the worker has process children: reserve the
+    int shared_arena;                     /* 1: the worker has process children: seal the
                                              shared arena (strata_buffer_create) first */
 } st_start_plan;
 
 /* strata_worker_init's body in its two phases, with the endpoints left open
  * (exec/worker_init.c is the only caller). Phase 1 (st_worker_start_forks):
- * reserve the shared arena if asked, create the process sub workers, then
- * plan->fork_children: every fork of the subtree, no thread. Phase 2
+ * seal the shared arena if asked (no region added after a fork), create the process sub workers,
+ * then plan->fork_children: every fork of the subtree, no thread. Phase 2
  * (st_worker_start_threads): plan->thread_children, the thread sub workers,
  * the scheduler thread; w is RUNNING. Every phase 1 of the whole tree runs
  * before any phase 2. On failure either phase undoes everything (as

@@ -121,6 +121,8 @@ struct strata_worker {
     st_run *fifo_head, *fifo_tail;
     int live_runs;
     _Atomic int lingering_helpers; /* retired runs a waiting thread still helps (helping.c) */
+    _Atomic int helper_slot;       /* 1 while a waiting thread may run sub tasks: one at a
+                                      time, so the helper's worker index (nsubs) is its own */
     uint64_t next_run_id;
     int building;         /* a run is being built */
     st_lease_pool leases; /* one per live run (util/lease.h) */
@@ -132,7 +134,7 @@ struct strata_worker {
     st_event admit_ev; /* bumped when a run retires or stops building, or a registration
                           finished telling the children (close waits for those) */
     int broadcasting;  /* registrations telling the children now (under the lock) */
-    st_arena *arena;   /* strata_buffer_create's memory once process children exist */
+    st_arena *arena;   /* strata_buffer_create's memory, reserved at create */
 
     pthread_t sched_thread;
     int sched_started;

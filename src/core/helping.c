@@ -23,6 +23,12 @@
  * never inside a task of it), so the worker and its endpoints outlive every
  * helper. A helper enters once per spell of spinning: a per-check handshake
  * would bounce the run record's cache line against the scheduler.
+ *
+ * The worker index. A task body reads its worker's index (strata_task_view):
+ * a sub worker's, or nsubs for a helper. So that no two bodies running at
+ * once share one, only the thread holding w->helper_slot helps; it takes the
+ * slot for its spell of spinning (a second waiter spins without helping,
+ * trying for the slot, meanwhile) and gives it back before it parks or leaves.
  */
 #include <sched.h>
 
@@ -68,7 +74,7 @@ static int help_once(strata_worker *w, uint64_t run_id) {
         if (!ep->ops->lend)
             continue;
         st_thread_serve(w); /* a lent task body must not wait on w, nor help */
-        int ran = ep->ops->lend(ep, run_id);
+        int ran = ep->ops->lend(ep, run_id, (uint32_t)w->nsubs);
         st_thread_serve(NULL); /* only a thread that served no worker got here */
         if (ran)
             return 1;
@@ -76,16 +82,26 @@ static int help_once(strata_worker *w, uint64_t run_id) {
     return 0;
 }
 
+/* 1 if this thread now holds w->helper_slot; a load first keeps a waiter
+ * that does not hold it from bouncing the line against the one that does. */
+static int take_helper_slot(strata_worker *w) {
+    return !atomic_load_explicit(&w->helper_slot, memory_order_relaxed) &&
+           !atomic_exchange_explicit(&w->helper_slot, 1, memory_order_acquire);
+}
+
 void st_wait_helping(st_run *r, uint32_t phase) {
     if (!help_enter(r))
         return; /* retired: the phase has moved on */
     strata_worker *w = r->w;
+    int helper = take_helper_slot(w);
     int yield_early = atomic_load_explicit(&r->caller_shares_core, memory_order_relaxed);
     uint64_t spin_end = st_now_ns() + r->spin_ns;
     unsigned n = 1;
     int park = 0;
     while (atomic_load_explicit(&r->phase.value, memory_order_acquire) == phase) {
-        if (help_once(w, r->id)) {
+        if (!helper)
+            helper = take_helper_slot(w); /* another waiter may have left meanwhile */
+        if (helper && help_once(w, r->id)) {
             spin_end = st_now_ns() + r->spin_ns; /* more may follow: keep looking */
             n = 1;
             continue;
@@ -100,6 +116,8 @@ void st_wait_helping(st_run *r, uint32_t phase) {
         }
         sched_yield();
     }
+    if (helper)
+        atomic_store_explicit(&w->helper_slot, 0, memory_order_release);
     help_exit(r);
     if (park)
         st_event_wait(&r->phase, phase, 0, UINT64_MAX);

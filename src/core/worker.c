@@ -13,6 +13,7 @@
 #include <sched.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/arena.h"
 #include "core/endpoint.h"
@@ -66,12 +67,27 @@ int st_refuse_in_task(const char *what, const char *why) {
                    what, why);
 }
 
+static uint32_t default_sub_workers(void) {
+    /* The CPUs this process may run on (taskset, a cpuset), else those online. */
+    cpu_set_t set;
+    long n = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 0;
+    if (n <= 0)
+        n = sysconf(_SC_NPROCESSORS_ONLN);
+    if (n < 1)
+        n = 1;
+    return n > STRATA_MAX_SUB_WORKERS ? STRATA_MAX_SUB_WORKERS : (uint32_t)n;
+}
+
 void strata_worker_config_init(strata_worker_config *cfg) {
     if (!cfg)
         return;
     memset(cfg, 0, sizeof *cfg);
     cfg->level = 3;
-    cfg->sub_workers = 2;
+    /* One per core, not one fewer for a helping caller: a waiting caller runs
+     * a task in place of the sub worker it was dispatched to (that one waits
+     * meanwhile), so it never adds a body running in parallel, and cores - 1
+     * sub workers would leave a core without work in a compute-bound run. */
+    cfg->sub_workers = default_sub_workers();
     cfg->sub_mode = STRATA_HOST_THREAD;
     cfg->task_window = 4096;
     cfg->pipeline_depth = 2;
@@ -155,6 +171,16 @@ int strata_worker_create(const strata_worker_config *cfg, strata_worker **out) {
         st_free(w);
         return st_fail_prefix(rc, "strata_worker_create"); /* st_heap_init described it */
     }
+    /* Reserved now, so every buffer, even one made before init, is seen by
+     * the process children init forks; a reservation costs no memory. */
+    rc = st_arena_create(cfg->shared_arena_bytes, &w->arena);
+    if (rc != STRATA_OK) {
+        st_heap_destroy(&w->heap);
+        st_tmap_destroy(&w->tmap);
+        st_slots_destroy(&w->slots);
+        st_free(w);
+        return st_fail_prefix(rc, "strata_worker_create");
+    }
     *out = w;
     return STRATA_OK;
 }
@@ -186,6 +212,12 @@ st_endpoint *st_worker_next_endpoint(strata_worker *w, int worker_id) {
     st_endpoint *ep = worker_id >= 0 && worker_id < w->nnext ? w->next[worker_id].ep : NULL;
     st_engine_unlock(w);
     return ep;
+}
+
+uint32_t strata_worker_sub_slots(const strata_worker *w) {
+    if (!w)
+        return 0;
+    return w->cfg.sub_workers + (w->cfg.help_while_waiting ? 1u : 0u); /* the helper: nsubs */
 }
 
 int strata_worker_next_level_count(const strata_worker *w) {
@@ -411,11 +443,8 @@ int st_worker_start_forks(strata_worker *w, const st_start_plan *plan) {
     int rc = alloc_init_tables(w);
     if (rc != STRATA_OK)
         return init_failed(w, plan, rc);
-    if (plan->shared_arena && !w->arena) { /* before the first fork: every child maps it */
-        rc = st_arena_create(w->cfg.shared_arena_bytes, &w->arena);
-        if (rc != STRATA_OK)
-            return init_failed(w, plan, st_fail_prefix(rc, "strata_worker_init"));
-    }
+    if (plan->shared_arena) /* before the first fork: a region added later would be unseen */
+        st_arena_seal(w->arena);
     const st_sub_port port = sub_port_of(w);
     if (plan->subs_fork && (rc = create_subs(w, plan, &port, (int)w->cfg.sub_workers)) != STRATA_OK)
         return init_failed(w, plan, rc);

@@ -500,9 +500,10 @@ static int proc_registered(st_endpoint *ep, const st_callable_info *ci) {
  * process, but it can hand back what the child finished: it completes the
  * result itself instead of waiting for this endpoint's thread to wake up
  * (one cross-core hand-off fewer per task while someone waits). */
-static int proc_lend(st_endpoint *ep, uint64_t max_run_id) {
+static int proc_lend(st_endpoint *ep, uint64_t max_run_id, uint32_t worker) {
     st_proc_ep *p = (st_proc_ep *)ep;
     (void)max_run_id; /* a result is handed back whatever its run */
+    (void)worker;     /* no body runs here */
     uint64_t span = p->cfg.spin_ns > LEASE_MIN_NS ? p->cfg.spin_ns : LEASE_MIN_NS;
     atomic_store_explicit(&p->lend_until, st_now_ns() + span, memory_order_relaxed);
     int any = 0;

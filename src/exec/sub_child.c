@@ -15,15 +15,16 @@
 #include "util/error.h"
 
 typedef struct sub_self {
+    uint32_t worker; /* the sub's index: the worker index its bodies read */
     const strata_task_args *args[ST_MBOX_TASK_FRAMES];
     const st_callable_info *callable[ST_MBOX_TASK_FRAMES];
 } sub_self;
 
 static int sub_init(void *arg, void **self) {
-    (void)arg;
     sub_self *s = st_calloc(1, sizeof *s);
     if (!s)
         return st_fail_nomem("sub child: its state", sizeof *s);
+    s->worker = (uint32_t)(uintptr_t)arg;
     *self = s;
     return STRATA_OK;
 }
@@ -37,7 +38,7 @@ static void sub_run(sub_self *s, st_mbox *m, uint32_t frame) {
         .caller_cpu = -1,
     };
     st_completion c;
-    st_run_host_callable(&d, &c);
+    st_run_host_callable(&d, s->worker, &c);
     st_proc_task_finish(m, frame, c.status, c.msg);
 }
 
@@ -77,7 +78,7 @@ const st_proc_kind st_sub_kind = {
 int st_sub_child_create(strata_worker *w, int index, const st_sub_port *port, st_endpoint **out) {
     st_proc_ep_config cfg = {
         .kind = &st_sub_kind,
-        .kind_arg = NULL,
+        .kind_arg = (void *)(uintptr_t)index, /* the sub's index, read in the child */
         .is_sub = 1,
         .worker_id = index,
         .spin_ns = port->spin_ns,

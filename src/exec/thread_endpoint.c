@@ -56,11 +56,12 @@ void strata_task_set_error(const char *fmt, ...) {
     tls_task_msg_set = 1;
 }
 
-void st_run_host_callable(const st_dispatch *d, st_completion *c) {
+void st_run_host_callable(const st_dispatch *d, uint32_t worker, st_completion *c) {
     tls_task_msg_set = 0;
     /* The body gets a view of the stored arguments, never the stored struct:
      * that holds only its used part, so a copy of it would read past them. */
     strata_task_view args = strata_args_view(d->args);
+    args.worker = worker;
     int rc = d->callable->fn ? d->callable->fn(&args, d->callable->user) : 0;
     c->ref = d->ref;
     c->member = d->member;
@@ -112,7 +113,7 @@ static void *thread_ep_main(void *arg) {
             continue;
         }
         shares_core = ep->d.caller_cpu >= 0 && ep->d.caller_cpu == sched_getcpu();
-        st_run_host_callable(&ep->d, &ep->comp);
+        st_run_host_callable(&ep->d, (uint32_t)ep->base.worker_id, &ep->comp);
         /* Idle before completing: the engine may dispatch again right away. */
         atomic_store_explicit(&ep->mbox.value, MBOX_IDLE, memory_order_release);
         st_endpoint_complete(&ep->base, &ep->comp);
@@ -132,7 +133,7 @@ static void thread_ep_dispatch(st_endpoint *base, const st_dispatch *d) {
 
 /* The waiting thread runs the task instead of this worker, which may still be
  * waking up (or be parked on the waiter's own core). */
-static int thread_ep_lend(st_endpoint *base, uint64_t max_run_id) {
+static int thread_ep_lend(st_endpoint *base, uint64_t max_run_id, uint32_t worker) {
     thread_ep *ep = (thread_ep *)base;
     uint32_t v = MBOX_TASK;
     if (atomic_load_explicit(&ep->mbox.value, memory_order_relaxed) != MBOX_TASK ||
@@ -142,7 +143,7 @@ static int thread_ep_lend(st_endpoint *base, uint64_t max_run_id) {
         st_event_set(&ep->mbox, MBOX_TASK);
         return 0;
     }
-    st_run_host_callable(&ep->d, &ep->comp);
+    st_run_host_callable(&ep->d, worker, &ep->comp);
     st_event_set(&ep->mbox, MBOX_IDLE); /* wakes the worker if it parked on LENT */
     st_endpoint_complete(&ep->base, &ep->comp);
     return 1;

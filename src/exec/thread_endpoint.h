@@ -15,8 +15,9 @@
 int st_thread_endpoint_create(strata_worker *w, int index, const st_sub_port *port,
                               st_endpoint **out);
 
-/* Run a callable body on the current thread and fill c (status + message).
+/* Run a callable body on the current thread and fill c (status + message);
+ * the body reads `worker` as its worker index (strata_task_view.worker).
  * Shared by every endpoint that executes host functions. */
-void st_run_host_callable(const st_dispatch *d, st_completion *c);
+void st_run_host_callable(const st_dispatch *d, uint32_t worker, st_completion *c);
 
 #endif

@@ -83,7 +83,7 @@ static void *test_ep_main(void *arg) {
             break;
         if (v != MBOX_TASK)
             continue;
-        st_run_host_callable(&ep->d, &ep->comp);
+        st_run_host_callable(&ep->d, 0, &ep->comp); /* a next-level endpoint: index 0 */
         if (ep->cfg.delay_ns)
             sleep_ns(ep->cfg.delay_ns);
         if (ep->cfg.fail_nth && ep->d.dispatch_id == ep->cfg.fail_nth) {

@@ -111,6 +111,7 @@ static int gate_fn(const strata_task_view *a, void *user) {
 void ts_worker_opts_init(ts_worker_opts *o) {
     memset(o, 0, sizeof *o);
     strata_worker_config_init(&o->cfg);
+    o->cfg.sub_workers = 2; /* the library's default follows the machine's CPUs; fixtures don't */
 }
 
 static void register_standard_callables(ts_worker *t) {

@@ -151,8 +151,8 @@ typedef struct ts_worker {
 /* The "noop" body: returns 0 (for registrations of the test's own). */
 int ts_noop_sub(const strata_task_view *a, void *user);
 
-/* The defaults: strata_worker_config_init, no endpoint, no chip, no buffer,
- * no sub of the test's. */
+/* The defaults: strata_worker_config_init with 2 sub workers (whatever the
+ * machine's CPU count), no endpoint, no chip, no buffer, no sub of the test's. */
 void ts_worker_opts_init(ts_worker_opts *o);
 
 /* Open the worker described by o into t. t must stay where it is until

@@ -159,11 +159,11 @@ static void test_lend_gives_back_task_of_later_run(void **state) {
     assert_ok(strata_worker_submit(f->w, orch_tasks, f, &h));
     uint64_t id = strata_run_id(h);
     st_endpoint *ep = f->w->subs[0].ep;
-    assert_int_equal(ep->ops->lend(ep, id - 1), 0);
+    assert_int_equal(ep->ops->lend(ep, id - 1, 1), 0);
     assert_int_equal(atomic_load(&f->ran), 0);
     assert_false(strata_run_done(h));
     uint64_t give_up = st_now_ns() + 5 * SEC;
-    while (!ep->ops->lend(ep, id) && st_now_ns() < give_up)
+    while (!ep->ops->lend(ep, id, 1) && st_now_ns() < give_up)
         sleep_ns(100000); /* the dispatch reaches the mailbox when the run is head */
     assert_int_equal(atomic_load(&f->ran), 1);
     assert_ran_on_caller(f, 0);

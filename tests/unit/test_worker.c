@@ -14,6 +14,7 @@
 #include "test_support.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -242,6 +243,32 @@ static void config_other_limits_are_checked(void **state) {
     assert_config_rejected(cfg, "shared_arena_bytes");
 }
 
+static int cpus_we_may_use(void) {
+    cpu_set_t set;
+    assert_int_equal(sched_getaffinity(0, sizeof set, &set), 0);
+    return CPU_COUNT(&set);
+}
+
+/* One sub worker per CPU the calling thread may run on: pinned to one CPU
+ * (as under `taskset -c 0`), the default is 1. */
+static void the_default_sub_workers_follow_the_cpus_we_may_use(void **state) {
+    (void)state;
+    cpu_set_t all, one;
+    assert_int_equal(sched_getaffinity(0, sizeof all, &all), 0);
+    int first = 0;
+    while (!CPU_ISSET(first, &all))
+        first++;
+    CPU_ZERO(&one);
+    CPU_SET(first, &one);
+    assert_int_equal(sched_setaffinity(0, sizeof one, &one), 0);
+    strata_worker_config cfg;
+    strata_worker_config_init(&cfg);
+    assert_int_equal(sched_setaffinity(0, sizeof all, &all), 0);
+    assert_int_equal(cfg.sub_workers, 1);
+    strata_worker_config_init(&cfg);
+    assert_int_equal(cfg.sub_workers, CPU_COUNT(&all));
+}
+
 /* Moved from test_api_errors.c. */
 static void config_defaults_are_documented_values(void **state) {
     (void)state;
@@ -249,7 +276,7 @@ static void config_defaults_are_documented_values(void **state) {
     memset(&cfg, 0xab, sizeof cfg);
     strata_worker_config_init(&cfg);
     assert_int_equal(cfg.level, 3);
-    assert_int_equal(cfg.sub_workers, 2);
+    assert_int_equal(cfg.sub_workers, cpus_we_may_use()); /* see the test below */
     assert_int_equal(cfg.sub_mode, STRATA_HOST_THREAD);
     assert_int_equal(cfg.task_window, 4096);
     assert_int_equal(cfg.pipeline_depth, 2);
@@ -655,6 +682,7 @@ int main(void) {
         cmocka_unit_test(config_sub_mode_is_thread_or_process),
         cmocka_unit_test(config_other_limits_are_checked),
         cmocka_unit_test(config_defaults_are_documented_values),
+        cmocka_unit_test(the_default_sub_workers_follow_the_cpus_we_may_use),
         cmocka_unit_test(config_help_while_waiting_must_be_0_or_1),
         cmocka_unit_test(config_limits_are_inclusive),
         cmocka_unit_test(the_level_is_a_label_that_failed_runs_name),
