@@ -38,6 +38,7 @@
 #define QUICK_METG_TOP_US 25.0
 #define METG_BEST_OF 3
 #define METG_MAX_POINTS 64
+#define METG_STOP_BELOW 2 /* the sweep ends after this many sizes in a row under 50 % */
 #define MAX_WIDTH (4 * BENCH_MAX_WORKERS)
 #define MAX_WIDTHS 3
 
@@ -810,15 +811,18 @@ static int metg_sizes(uint64_t top, double factor, uint64_t *iters) {
     return n;
 }
 
-/* Smallest task duration (wall x cores / tasks) whose efficiency (useful
- * iterations per second against the largest size's) is at least 50 %. */
+/* Useful iterations per second at size k against the largest size's. */
+static double metg_efficiency(const metg_point *pt, int k) {
+    return ((double)pt[k].iters / pt[k].us_per_task) / ((double)pt[0].iters / pt[0].us_per_task);
+}
+
+/* Smallest task duration (wall x cores / tasks) whose efficiency is at
+ * least 50 %. */
 static double metg_from_points(const metg_point *pt, int n, int cores) {
-    double top_rate = (double)pt[0].iters / pt[0].us_per_task;
     double best = pt[0].us_per_task * cores;
     for (int k = 1; k < n; k++) {
-        double eff = (double)pt[k].iters / pt[k].us_per_task / top_rate;
         double duration = pt[k].us_per_task * cores;
-        if (eff >= 0.5 && duration < best)
+        if (metg_efficiency(pt, k) >= 0.5 && duration < best)
             best = duration;
     }
     return best;
@@ -832,7 +836,8 @@ static int metg_sweep(bench_ctx *c, system_kind sys, pattern_kind p, int w, doub
     uint64_t iters[METG_MAX_POINTS];
     int n = metg_sizes((uint64_t)(top_us * 1e3 / c->ns_per_iter), quick ? 2.0 : 1.41421356, iters);
     metg_point pt[METG_MAX_POINTS] = {{0, 0}};
-    for (int k = 0; k < n; k++) {
+    int k = 0, below = 0;
+    for (; k < n && below < METG_STOP_BELOW; k++) {
         pt[k] = (metg_point){iters[k], 0};
         bench_settle();
         for (int b = 0; b < METG_BEST_OF; b++) {
@@ -843,8 +848,9 @@ static int metg_sweep(bench_ctx *c, system_kind sys, pattern_kind p, int w, doub
             if (b == 0 || us < pt[k].us_per_task)
                 pt[k].us_per_task = us;
         }
+        below = metg_efficiency(pt, k) < 0.5 ? below + 1 : 0;
     }
-    *metg = metg_from_points(pt, n, c->opt->workers);
+    *metg = metg_from_points(pt, k, c->opt->workers);
     return 0;
 }
 
