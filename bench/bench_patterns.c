@@ -206,11 +206,15 @@ static int check_record(const graph *g, const tile_rec *r, int t, int x, int pro
     if (r->layer == t - 1 && r->x == producer && r->epoch == g->epoch &&
         r->check == tile_check(g->epoch, t - 1, producer))
         return 0;
+    const char *found = r->epoch == 0                                      ? "never written"
+                        : r->check != tile_check(r->epoch, r->layer, r->x) ? "a torn record"
+                        : r->epoch != g->epoch                             ? "an earlier run's"
+                                                                           : "this run's";
     fail_once(g->fail,
-              "%s %s w=%d: task %d of layer %d read tile %d holding layer %d task %d "
-              "(epoch %u, check %s): expected layer %d task %d",
-              g->sys, pattern_names[g->pattern], g->width, x, t, producer, r->layer, r->x, r->epoch,
-              r->check == tile_check(r->epoch, r->layer, r->x) ? "ok" : "bad", t - 1, producer);
+              "%s %s w=%d: task %d of layer %d read tile (%d, %d): expected the record of layer "
+              "%d task %d, found layer %d task %d (%s)",
+              g->sys, pattern_names[g->pattern], g->width, x, t, (t - 1) & 1, producer, t - 1,
+              producer, r->layer, r->x, found);
     return -1;
 }
 
