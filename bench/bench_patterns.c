@@ -218,10 +218,11 @@ static int check_record(const graph *g, const tile_rec *r, int t, int x, int pro
     return -1;
 }
 
-/* The body every runtime runs: check each input, spin, write the record.
- * 0, or -1 with the failure recorded. */
-static int task_body(const graph *g, int t, int x, const tile_rec *const *in, int nin,
-                     tile_rec *out) {
+/* The body every runtime runs, with the three scalars it was handed (t, x,
+ * iters): check each input, spin, write the record. 0, or -1 with the
+ * failure recorded. */
+static int task_body(const graph *g, int t, int x, uint64_t iters, const tile_rec *const *in,
+                     int nin, tile_rec *out) {
     int dep[MAX_WIDTH];
     int n = pattern_deps(g, t, x, dep);
     if (n != nin) {
@@ -232,7 +233,7 @@ static int task_body(const graph *g, int t, int x, const tile_rec *const *in, in
     for (int i = 0; i < n; i++)
         if (check_record(g, in[i], t, x, dep[i]))
             return -1;
-    spin(g->iters);
+    spin(iters);
     *out = (tile_rec){t, x, g->epoch, tile_check(g->epoch, t, x)};
     return 0;
 }
@@ -278,7 +279,7 @@ static int strata_task(const strata_task_view *a, void *user) {
     for (int i = 0; i < nin; i++)
         in[i] = strata_tensor_data(&a->tensors[i]);
     int t = (int)a->scalars[0], x = (int)a->scalars[1];
-    if (task_body(s->g, t, x, in, nin, strata_tensor_data(&a->tensors[nin]))) {
+    if (task_body(s->g, t, x, a->scalars[2], in, nin, strata_tensor_data(&a->tensors[nin]))) {
         strata_task_set_error("%s", s->g->fail->msg);
         return 1;
     }
@@ -399,12 +400,11 @@ static int strata_sample(strata_side *s, const graph *g, const strata_tiles *tl,
 
 /* A first run as a user sees it: new buffers (not timed), one timed run,
  * then the buffers are destroyed (not timed). */
-static int strata_sample_fresh(strata_side *s, const graph *g, double *run_us) {
-    static strata_tiles tl;
-    int rc = strata_tiles_create(s->w, g->width, LAYOUT_BUFFERS, &tl);
+static int strata_sample_fresh(strata_side *s, const graph *g, strata_tiles *tl, double *run_us) {
+    int rc = strata_tiles_create(s->w, g->width, LAYOUT_BUFFERS, tl);
     if (!rc)
-        rc = strata_sample(s, g, &tl, run_us, NULL);
-    strata_tiles_destroy(&tl);
+        rc = strata_sample(s, g, tl, run_us, NULL);
+    strata_tiles_destroy(tl);
     return rc;
 }
 
@@ -415,6 +415,7 @@ typedef struct starpu_side {
     int width;
     tile_rec mem[2 * MAX_WIDTH];
     starpu_data_handle_t h[2 * MAX_WIDTH];
+    struct starpu_data_descr d[MAX_WIDTH + 1]; /* one task's data, filled per insert */
 } starpu_side;
 
 /* The graph being run; StarPU codelets have no registered user pointer. */
@@ -428,8 +429,7 @@ static void starpu_task_fn(void *buffers[], void *cl_arg) {
     starpu_codelet_unpack_args(cl_arg, &t, &x, &iters);
     for (int i = 0; i < nin; i++)
         in[i] = (const tile_rec *)STARPU_VECTOR_GET_PTR(buffers[i]);
-    (void)iters; /* the same count as starpu_graph->iters, carried as the third scalar */
-    task_body(starpu_graph, t, x, in, nin, (tile_rec *)STARPU_VECTOR_GET_PTR(buffers[nin]));
+    task_body(starpu_graph, t, x, iters, in, nin, (tile_rec *)STARPU_VECTOR_GET_PTR(buffers[nin]));
 }
 
 static struct starpu_codelet cl_pattern = {.cpu_funcs = {starpu_task_fn},
@@ -451,7 +451,7 @@ static void starpu_tiles_unregister(starpu_side *s) {
 }
 
 static int starpu_insert_graph(starpu_side *s, const graph *g) {
-    static struct starpu_data_descr d[MAX_WIDTH + 1];
+    struct starpu_data_descr *d = s->d;
     int dep[MAX_WIDTH];
     for (int t = 0; t < g->layers; t++) {
         starpu_data_handle_t *prev = &s->h[((t + 1) & 1) * g->width];
@@ -499,13 +499,14 @@ static int starpu_sample(starpu_side *s, const graph *g, double *us) {
 /* ---- libgomp ------------------------------------------------------------------- */
 
 #ifdef _OPENMP
-static void gomp_task(const graph *g, int t, int x, const tile_rec *prev, tile_rec *out) {
+static void gomp_task(const graph *g, int t, int x, uint64_t iters, const tile_rec *prev,
+                      tile_rec *out) {
     const tile_rec *in[MAX_WIDTH];
     int dep[MAX_WIDTH];
     int n = pattern_deps(g, t, x, dep);
     for (int i = 0; i < n; i++)
         in[i] = &prev[dep[i]];
-    task_body(g, t, x, in, n, out);
+    task_body(g, t, x, iters, in, n, out);
 }
 
 /* One task, its input dependencies spelled out for the common counts and
@@ -515,26 +516,27 @@ static void gomp_create(const graph *g, int t, int x, tile_rec *prev, tile_rec *
     int dep[MAX_WIDTH];
     int n = pattern_deps(g, t, x, dep);
     tile_rec *out = &cur[x];
+    uint64_t iters = g->iters; /* the third scalar, copied into the task like t and x */
     switch (n) {
     case 0:
 #pragma omp task depend(out : out[0])
-        gomp_task(g, t, x, prev, out);
+        gomp_task(g, t, x, iters, prev, out);
         break;
     case 1:
 #pragma omp task depend(in : prev[dep[0]]) depend(out : out[0])
-        gomp_task(g, t, x, prev, out);
+        gomp_task(g, t, x, iters, prev, out);
         break;
     case 2:
 #pragma omp task depend(in : prev[dep[0]], prev[dep[1]]) depend(out : out[0])
-        gomp_task(g, t, x, prev, out);
+        gomp_task(g, t, x, iters, prev, out);
         break;
     case 3:
 #pragma omp task depend(in : prev[dep[0]], prev[dep[1]], prev[dep[2]]) depend(out : out[0])
-        gomp_task(g, t, x, prev, out);
+        gomp_task(g, t, x, iters, prev, out);
         break;
     default:
 #pragma omp task depend(iterator(int k = 0 : n), in : prev[dep[k]]) depend(out : out[0])
-        gomp_task(g, t, x, prev, out);
+        gomp_task(g, t, x, iters, prev, out);
         break;
     }
 }
@@ -572,6 +574,7 @@ typedef struct bench_ctx {
     failure fail;
     strata_side ss;
     strata_tiles bufs, views; /* the current width's tiles, both layouts */
+    strata_tiles fresh;       /* a first run's tiles, alive for one sample */
     int starpu_ok;
     char starpu_why[128];
 #if BENCH_HAVE_STARPU
@@ -678,7 +681,7 @@ static int empty_strata_once(bench_ctx *c, pattern_kind p, int w, int layers, em
     bench_series_add(&s->build_views, build);
     g = make_graph(c, p, w, layers, 0, "strata (first run)");
     bench_settle();
-    if (strata_sample_fresh(&c->ss, &g, &run))
+    if (strata_sample_fresh(&c->ss, &g, &c->fresh, &run))
         return report_failure(c);
     bench_series_add(&s->fresh, run);
     return 0;
