@@ -749,9 +749,9 @@ static void add_empty_rows(bench_table *t, const bench_ctx *c, pattern_kind p, i
     add_anchored_row(t, c, m, "us/task", &s->buffers, &s->gomp, &s->starpu, 1.0);
     snprintf(m, sizeof m, "empty %s w=%d first run", name, w);
     add_anchored_row(t, c, m, "us/task", &s->fresh, &s->gomp, &s->starpu, 1.0);
-    snprintf(m, sizeof m, "views vs buffers run w=%d", w);
+    snprintf(m, sizeof m, "views vs buffers %s w=%d", name, w);
     add_layout_row(t, m, &s->views, &s->buffers, strata_fits(p, w));
-    snprintf(m, sizeof m, "views vs buffers build w=%d", w);
+    snprintf(m, sizeof m, "views vs buffers build %s w=%d", name, w);
     add_layout_row(t, m, &s->build_views, &s->build_buffers, strata_fits(p, w));
 }
 
