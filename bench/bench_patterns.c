@@ -261,7 +261,6 @@ typedef struct strata_tiles {
 typedef struct strata_side {
     strata_worker *w;
     strata_callable body;
-    int subs;
     const graph *g;    /* the graph being run, read by the bodies */
     uint64_t build_ns; /* the last orchestration loop's time */
 } strata_side;
@@ -345,7 +344,8 @@ static int strata_tiles_create(strata_worker *w, int width, tile_layout layout, 
             rc = strata_tensor_view(tl->buf[0], (uint64_t)i * sizeof(tile_rec), STRATA_U8, 1,
                                     &shape, NULL, &tl->tile[i]);
         if (rc)
-            return strata_fail("strata_tensor_view", rc);
+            return strata_fail(
+                layout == LAYOUT_BUFFERS ? "strata_tensor_contiguous" : "strata_tensor_view", rc);
     }
     return 0;
 }
@@ -355,7 +355,6 @@ static int strata_start(strata_side *s, int subs) {
     memset(s, 0, sizeof *s);
     strata_worker_config_init(&cfg);
     cfg.sub_workers = (uint32_t)subs;
-    s->subs = subs;
     int rc = strata_worker_create(&cfg, &s->w);
     if (rc)
         return strata_fail("strata_worker_create", rc);
@@ -640,10 +639,14 @@ static int system_wanted(const bench_ctx *c, system_kind sys, pattern_kind p, in
     return 0;
 }
 
+static void teardown_width(bench_ctx *c);
+
 static int setup_width(bench_ctx *c, int w) {
     if (strata_tiles_create(c->ss.w, w, LAYOUT_BUFFERS, &c->bufs) ||
-        strata_tiles_create(c->ss.w, w, LAYOUT_VIEWS, &c->views))
+        strata_tiles_create(c->ss.w, w, LAYOUT_VIEWS, &c->views)) {
+        teardown_width(c);
         return -1;
+    }
 #if BENCH_HAVE_STARPU
     if (c->starpu_ok)
         starpu_tiles_register(&c->sp, w);
