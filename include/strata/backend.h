@@ -48,7 +48,7 @@
 extern "C" {
 #endif
 
-#define STRATA_BACKEND_ABI_VERSION 3u
+#define STRATA_BACKEND_ABI_VERSION 4u
 #define STRATA_BACKEND_ENTRY_SYMBOL "strata_backend_entry"
 #define STRATA_BACKEND_MAX_DEPTH 2u  /* native runs a backend may hold at once */
 #define STRATA_BACKEND_MSG_MAX 320   /* bytes of one backend message */

@@ -99,7 +99,7 @@ static inline uint64_t st_runtime_holder(strata_worker *w, const strata_tensor *
 }
 
 /* ---- building a slot, lock held (submit.c) ---- */
-int st_alloc_member_arrays(st_slot *s, int n, uint32_t ntensors0);
+int st_alloc_member_arrays(st_slot *s, int n, const strata_task_args *args0);
 void st_init_slot(strata_orch *o, st_slot *s, st_slot_kind kind, strata_callable fn, int n);
 
 /* ---- dependencies, lock held (wiring.c) ---- */
