@@ -1,5 +1,6 @@
-/* core/submit.c - the four strata_orch_submit_* calls (DESIGN §5.1): a task
- * of the building run from checks to publication.
+/* core/submit.c - the four strata_orch_submit_* calls of the argument-list
+ * form (DESIGN §5.1): a task of the building run from checks to publication
+ * (st_submit, which the one-call form, core/submit_items.c, ends in too).
  *
  * Owns: the order of a submit (checks, capacity, building the slot, scope,
  * dependencies, publication, a scheduler pass) and the slot's fields and
@@ -80,9 +81,8 @@ void st_init_slot(strata_orch *o, st_slot *s, st_slot_kind kind, strata_callable
     r->active_tasks++;
 }
 
-static int submit_common(strata_orch *o, st_slot_kind kind, strata_callable fn,
-                         strata_task_args *args, int n, const int *targets,
-                         const strata_call_config *cfg, const char *what) {
+int st_submit(strata_orch *o, st_slot_kind kind, strata_callable fn, strata_task_args *args, int n,
+              const int *targets, const strata_call_config *cfg, const char *what) {
     STRATA_TRY(st_orch_check(o, what));
     strata_worker *w = o->w;
     if (!args)
@@ -174,24 +174,24 @@ static int submit_common(strata_orch *o, st_slot_kind kind, strata_callable fn,
 }
 
 int strata_orch_submit_sub(strata_orch *o, strata_callable fn, strata_task_args *args) {
-    return submit_common(o, ST_SLOT_SUB, fn, args, 1, NULL, NULL, "strata_orch_submit_sub");
+    return st_submit(o, ST_SLOT_SUB, fn, args, 1, NULL, NULL, "strata_orch_submit_sub");
 }
 
 int strata_orch_submit_sub_group(strata_orch *o, strata_callable fn, strata_task_args *args,
                                  int n) {
-    return submit_common(o, ST_SLOT_SUB, fn, args, n, NULL, NULL, "strata_orch_submit_sub_group");
+    return st_submit(o, ST_SLOT_SUB, fn, args, n, NULL, NULL, "strata_orch_submit_sub_group");
 }
 
 int strata_orch_submit_next_level(strata_orch *o, strata_callable fn, strata_task_args *args,
                                   const strata_call_config *cfg, int worker_id) {
-    return submit_common(o, ST_SLOT_NEXT, fn, args, 1, &worker_id, cfg,
-                         "strata_orch_submit_next_level");
+    return st_submit(o, ST_SLOT_NEXT, fn, args, 1, &worker_id, cfg,
+                     "strata_orch_submit_next_level");
 }
 
 int strata_orch_submit_next_level_group(strata_orch *o, strata_callable fn, strata_task_args *args,
                                         const strata_call_config *cfg, const int *worker_ids,
                                         int n) {
     /* A NULL worker_ids is refused by the target check, after the state check. */
-    return submit_common(o, ST_SLOT_NEXT, fn, args, n, worker_ids, cfg,
-                         "strata_orch_submit_next_level_group");
+    return st_submit(o, ST_SLOT_NEXT, fn, args, n, worker_ids, cfg,
+                     "strata_orch_submit_next_level_group");
 }

@@ -1,0 +1,62 @@
+/* core/submit_items.c - the one-call submit form: strata_orch_submit_*_items
+ * (and the strata_orch_sub / _next_level / _group macros of worker.h that
+ * expand to them).
+ *
+ * Owns: turning a call's items into the members' arguments, submitting them
+ * as the argument-list form does (st_submit), and writing runtime views back
+ * into the caller's OUT tensors.
+ * Must never: keep an item past the call, or zero a builder: a single task's
+ * arguments are built in place on this frame, header and used entries only
+ * (its 8.5 KiB are never touched past what the items fill); a group's come
+ * from the heap (n of them would not belong on a stack).
+ */
+#include "core/orchestrator.h"
+#include "util/alloc.h"
+#include "util/error.h"
+
+static int submit_items(strata_orch *o, st_slot_kind kind, strata_callable fn, int group,
+                        const int *targets, const strata_call_config *cfg, const strata_arg *items,
+                        size_t n, const char *what) {
+    int members = st_item_members(items, n, group, what);
+    if (members < 0)
+        return members;
+    strata_task_args one;
+    strata_task_args *args = &one;
+    if (members > 1) {
+        args = st_malloc(sizeof *args * (size_t)members);
+        if (!args)
+            return st_fail_nomem("the group's arguments", sizeof *args * (size_t)members);
+    }
+    int rc = st_items_to_args(args, members, items, n, what);
+    if (rc == STRATA_OK) {
+        rc = st_submit(o, kind, fn, args, members, targets, cfg, what);
+        st_items_write_back(args, members, items, n);
+    }
+    if (args != &one)
+        st_free(args);
+    return rc;
+}
+
+int strata_orch_submit_sub_items(strata_orch *o, strata_callable fn, const strata_arg *items,
+                                 size_t n) {
+    return submit_items(o, ST_SLOT_SUB, fn, 0, NULL, NULL, items, n, "strata_orch_sub");
+}
+
+int strata_orch_submit_next_level_items(strata_orch *o, strata_callable fn,
+                                        const strata_call_config *cfg, int worker_id,
+                                        const strata_arg *items, size_t n) {
+    return submit_items(o, ST_SLOT_NEXT, fn, 0, &worker_id, cfg, items, n,
+                        "strata_orch_next_level");
+}
+
+int strata_orch_submit_sub_group_items(strata_orch *o, strata_callable fn, const strata_arg *items,
+                                       size_t n) {
+    return submit_items(o, ST_SLOT_SUB, fn, 1, NULL, NULL, items, n, "strata_orch_sub_group");
+}
+
+int strata_orch_submit_next_level_group_items(strata_orch *o, strata_callable fn,
+                                              const strata_call_config *cfg, const int *worker_ids,
+                                              const strata_arg *items, size_t n) {
+    return submit_items(o, ST_SLOT_NEXT, fn, 1, worker_ids, cfg, items, n,
+                        "strata_orch_next_level_group");
+}
