@@ -11,7 +11,9 @@
 int submit(strata_orch *o, strata_callable fn, strata_tensor t, const strata_tensor ct);
 int submit(strata_orch *o, strata_callable fn, strata_tensor t, const strata_tensor ct) {
     int n = 3;
-    (void)n;
+    (void)n; /* each case uses only some of these: none may fail for that */
+    (void)t;
+    (void)ct;
 #if MISTAKE == 0
     return strata_orch_sub(o, fn, STRATA_IN(ct), STRATA_INOUT(t), STRATA_I64(n), STRATA_F64(n),
                            STRATA_F32(1.5), STRATA_U64(7u), STRATA_BYTES(&n, sizeof n));
