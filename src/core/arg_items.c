@@ -10,6 +10,7 @@
  */
 #include <string.h>
 
+#include "core/arg_items.h"
 #include "core/orchestrator.h"
 #include "strata/args.h"
 #include "util/error.h"
@@ -46,6 +47,7 @@ static int add_scalar_item(strata_task_args *a, const strata_arg *it, size_t pos
     return STRATA_OK;
 }
 
+/* A tensor item that is not the plain case st_add_item copies inline. */
 static int add_tensor_item(strata_task_args *a, const strata_arg *it, size_t pos,
                            const char *what) {
     if (!it->v.tensor)
@@ -80,8 +82,7 @@ static int add_payload_item(strata_task_args *a, const strata_arg *it, size_t po
     return STRATA_OK;
 }
 
-/* Item `pos` into builder a (one member). */
-static int add_item(strata_task_args *a, const strata_arg *it, size_t pos, const char *what) {
+int st_add_item_slow(strata_task_args *a, const strata_arg *it, size_t pos, const char *what) {
     switch (it->kind) {
     case STRATA_ARG_TENSOR:
         return add_tensor_item(a, it, pos, what);
@@ -110,7 +111,7 @@ int strata_args_add_items(strata_task_args *a, const strata_arg *items, size_t n
     if (!a || (n && !items))
         return st_fail(STRATA_EINVAL, "%s: args and items must not be NULL", what);
     for (size_t i = 0; i < n; i++) {
-        int rc = add_item(a, &items[i], i, what);
+        int rc = st_add_item(a, &items[i], i, what);
         if (rc != STRATA_OK) {
             a->invalid = 1;
             return rc;
@@ -134,8 +135,9 @@ int st_item_members(const strata_arg *items, size_t n, int group, const char *wh
 }
 
 int st_items_to_args(strata_task_args *args, int members, const strata_arg *items, size_t n,
-                     const char *what) {
+                     int *write_back, const char *what) {
     int m = 0;
+    *write_back = 0;
     for (int k = 0; k < members; k++)
         strata_args_init(&args[k]);
     for (size_t i = 0; i < n; i++) {
@@ -143,7 +145,9 @@ int st_items_to_args(strata_task_args *args, int members, const strata_arg *item
             m++;
             continue;
         }
-        STRATA_TRY(add_item(&args[m], &items[i], i, what));
+        STRATA_TRY(st_add_item(&args[m], &items[i], i, what));
+        *write_back |=
+            items[i].kind == STRATA_ARG_TENSOR && st_needs_memory(items[i].v.tensor, items[i].tag);
     }
     return STRATA_OK;
 }

@@ -111,9 +111,10 @@ int st_submit(strata_orch *o, st_slot_kind kind, strata_callable fn, strata_task
 /* Members the items make: 1 unless group, else member breaks + 1 (at most
  * STRATA_MAX_GROUP); < 0 (a status, message set) if refused. */
 int st_item_members(const strata_arg *items, size_t n, int group, const char *what);
-/* Init args[0..members) and fill them from the items (errors name the item's position). */
+/* Init args[0..members) and fill them from the items (errors name the
+ * item's position); *write_back: an OUT tensor item has no memory. */
 int st_items_to_args(strata_task_args *args, int members, const strata_arg *items, size_t n,
-                     const char *what);
+                     int *write_back, const char *what);
 /* After a submit: each OUT tensor item given without memory gets the view
  * the runtime gave the task. */
 void st_items_write_back(const strata_task_args *args, int members, const strata_arg *items,
