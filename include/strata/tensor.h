@@ -90,10 +90,11 @@ STRATA_API uint64_t strata_args_scalar(const strata_task_view *a, uint32_t i);
 /* Typed reads of scalar i (i counts scalars only, in the order they were
  * added). Always checked: an index past nscalars, or a scalar of another
  * type (an f64 read of an i64, ...), returns 0, sets strata_error_message()
- * to a STRATA_EINVAL message naming the call, the index and both types, and,
- * inside a sub task body, fails the task with that message even if the body
- * returns 0 (a chip program or an orchestration function checks
- * strata_error_message() or the types itself). */
+ * to a STRATA_EINVAL message naming the call, the index and both types, and
+ * fails what it was made in with that message: inside a sub task body the
+ * task (STRATA_ETASK) even if the body returns 0, inside an orchestration
+ * function its run (STRATA_EINVAL) even if it returns STRATA_OK. A chip
+ * program checks strata_error_message() or the types itself. */
 STRATA_API uint64_t strata_args_u64(const strata_task_view *a, uint32_t i);
 STRATA_API int64_t strata_args_i64(const strata_task_view *a, uint32_t i);
 STRATA_API double strata_args_f64(const strata_task_view *a, uint32_t i);

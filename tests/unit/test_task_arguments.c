@@ -327,6 +327,25 @@ static void a_typed_read_past_the_scalars_fails_the_task_naming_the_index(void *
     destroy(f);
 }
 
+static void body_orch_misread(strata_orch *o, fixture *f) {
+    (void)o;
+    strata_task_args a;
+    strata_args_init(&a);
+    strata_args_add_u64(&a, 1);
+    strata_task_view v = strata_args_view(&a);
+    PROBE(f, strata_args_i64(&v, 0) == 0 ? STRATA_OK : STRATA_EINVAL);
+}
+
+static void a_failed_typed_read_in_an_orchestration_function_fails_the_run(void **state) {
+    (void)state;
+    fixture *f = make(1);
+    st_clear_error();
+    assert_status(STRATA_EINVAL, run(f, body_orch_misread));
+    assert_message_mentions("strata_args_i64: scalar 0 is u64, not i64");
+    assert_probe(&f->pr, 0, STRATA_OK, "");
+    destroy(f);
+}
+
 static void body_bad_items(strata_orch *o, fixture *f) {
     strata_tensor a = elem(f, 0);
     uint8_t big[STRATA_MAX_PAYLOAD + 1] = {0};
@@ -378,6 +397,7 @@ int main(void) {
         cmocka_unit_test(an_out_tensor_without_memory_gets_its_runtime_view_back),
         cmocka_unit_test(a_typed_read_of_another_type_fails_the_task_naming_the_position),
         cmocka_unit_test(a_typed_read_past_the_scalars_fails_the_task_naming_the_index),
+        cmocka_unit_test(a_failed_typed_read_in_an_orchestration_function_fails_the_run),
         cmocka_unit_test(items_c_cannot_check_fail_the_submit_naming_their_position),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
