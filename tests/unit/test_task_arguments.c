@@ -1,3 +1,4 @@
+// label: concurrency
 /* tests/unit/test_task_arguments.c - task arguments from the submit call to
  * the body: every kind (tensors, u64 / i64 / f64 / f32 scalars, the payload)
  * in the one-call form and the argument-list form, 64 tensors per task (65
