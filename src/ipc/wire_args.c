@@ -75,7 +75,8 @@ int st_wire_args_encode(const strata_task_args *a, uint8_t *buf, size_t cap, siz
     p += (size_t)a->ntensors * sizeof(strata_tensor);
     memcpy(p, a->scalars, (size_t)a->nscalars * sizeof(uint64_t));
     p += (size_t)a->nscalars * sizeof(uint64_t);
-    memcpy(p, a->payload, a->payload_bytes);
+    if (a->payload_bytes) /* stored args without a payload may end before it */
+        memcpy(p, a->payload, a->payload_bytes);
     if (used)
         *used = need;
     return STRATA_OK;
