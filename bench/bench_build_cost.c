@@ -3,7 +3,8 @@
  *
  * Owns: the construction workload (each task reads its own input tile (IN)
  * and accumulates into one of 8 chains (INOUT): 2 tensor arguments, the shape
- * of a tiled matrix product) and its timing inside the orchestration function,
+ * of a tiled matrix product), built in the argument-list form and in the
+ * one-call form (strata_orch_sub), and its timing inside the orchestration function,
  * with the sub workers held back by a gate task and, separately, with them
  * running; StarPU's task insertion of the same graph (paused, then running).
  * Must never: time anything but the orchestration function's own loop (views
@@ -50,6 +51,7 @@ typedef struct strata_side {
 typedef struct build_call {
     strata_side *side;
     int gated;
+    int one_call;     /* 1: strata_orch_sub items; 0: args_init + add_tensor + submit_sub */
     uint64_t loop_ns; /* time spent in the submission loop */
 } build_call;
 
@@ -74,12 +76,25 @@ static int submit_gate(strata_orch *o, const strata_side *s) {
     return strata_orch_submit_sub(o, s->gate, &a);
 }
 
+/* The same graph in the one-call form: one strata_orch_sub per task. */
+static void build_one_call(strata_orch *o, strata_side *s, int *rc) {
+    for (int i = 0; i < s->ntasks && *rc == STRATA_OK; i++)
+        *rc =
+            strata_orch_sub(o, s->empty, STRATA_IN(s->tile[i]), STRATA_INOUT(s->acc[i % NCHAINS]));
+}
+
 static int orchestrate_build(strata_orch *o, void *arg) {
     build_call *call = arg;
     const strata_side *s = call->side;
     if (call->gated)
         STRATA_TRY(submit_gate(o, s));
     uint64_t t0 = bench_now_ns();
+    if (call->one_call) {
+        int rc = STRATA_OK;
+        build_one_call(o, call->side, &rc);
+        call->loop_ns = bench_now_ns() - t0;
+        return rc;
+    }
     for (int i = 0; i < s->ntasks; i++) {
         strata_task_args a;
         strata_args_init(&a);
@@ -150,8 +165,9 @@ static void strata_stop(strata_side *s) {
 /* One repetition: the loop's µs per task, and strata_worker_submit()'s. The gate
  * opens only after strata_worker_submit() returned, so with `gated` no task body runs
  * while the graph is built. */
-static int strata_sample(strata_side *s, int gated, double *loop_us, double *submit_us) {
-    build_call call = {s, gated, 0};
+static int strata_sample(strata_side *s, int gated, int one_call, double *loop_us,
+                         double *submit_us) {
+    build_call call = {s, gated, one_call, 0};
     strata_run *h = NULL;
     sem_init(&s->gate_open, 0, 0);
     uint64_t t0 = bench_now_ns();
@@ -241,6 +257,7 @@ static int starpu_sample(starpu_side *s, int gated, double *loop_us) {
 
 typedef struct series_set {
     bench_series loop[2], submit[2], starpu[2]; /* index: gated */
+    bench_series one_call;                      /* gated, one-call form */
 } series_set;
 
 typedef struct sides {
@@ -257,11 +274,18 @@ static int measure_once(sides *sd, int gated, series_set *out) {
     double loop, submit;
     if (bench_wants(sd->opt, "strata")) {
         bench_settle();
-        if (strata_sample(&sd->strata, gated, &loop, &submit))
+        if (strata_sample(&sd->strata, gated, 0, &loop, &submit))
             return -1;
         if (out) {
             bench_series_add(&out->loop[gated], loop);
             bench_series_add(&out->submit[gated], submit);
+        }
+        if (gated) { /* the same graph right after, in the one-call form */
+            bench_settle();
+            if (strata_sample(&sd->strata, 1, 1, &loop, &submit))
+                return -1;
+            if (out)
+                bench_series_add(&out->one_call, loop);
         }
     }
 #if BENCH_HAVE_STARPU
@@ -291,6 +315,8 @@ static void add_rows(bench_table *t, const sides *sd, const series_set *s) {
     bench_row_compare(row, "upstream", bench_quoted(UPSTREAM_BUILD_US), 0);
     bench_row_compare(row, "starpu", starpu_value(sd, &s->starpu[0]), 0);
     bench_table_row(t, "strata_worker_submit wall, gated", "us/task", &s->submit[1], 0);
+    row = bench_table_row(t, "build, one-call form, gated", "us/task", &s->one_call, 0);
+    bench_row_compare(row, "args form", bench_measured(&s->loop[1]), 1.0);
 }
 
 static void start_starpu(sides *sd, int workers, int ntasks) {
@@ -336,6 +362,8 @@ static int run_all(sides *sd, const bench_options *opt, bench_report *report, in
     printf("  strata: orchestration loop only (args_init + 2 add_tensor + submit_sub per task), "
            "window %d; gated = every task waits for a blocked gate task\n",
            TASK_WINDOW);
+    printf("  one-call form: strata_orch_sub(o, fn, STRATA_IN(tile), STRATA_INOUT(acc)) per "
+           "task, the same graph; anchor \"args form\" = the gated row above\n");
     printf("  starpu: starpu_task_insert loop; gated = workers paused (starpu_pause)\n");
     printf("  upstream: on-device build, quoted, see bench/README.md "
            "\"Quoted upstream figures\"\n");

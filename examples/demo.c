@@ -101,39 +101,25 @@ static int orchestrate(strata_orch *o, void *vp) {
     strata_tensor total;
     int64_t one = 1;
     STRATA_TRY(strata_tensor_contiguous(d->sum[r], STRATA_F64, 1, &one, &total));
-    strata_task_args a;
-    strata_args_init(&a);
-    STRATA_TRY(strata_args_add_tensor(&a, &total, STRATA_OUT_EXISTING));
-    STRATA_TRY(strata_orch_submit_sub(o, d->zero_total, &a));
+    STRATA_TRY(strata_orch_sub(o, d->zero_total, STRATA_OUT_EXISTING(total)));
     for (int i = 0; i < d->nt; i++)
         for (int j = 0; j < d->nt; j++) {
             strata_tensor c;
             STRATA_TRY(tile_view(d->c[r], d, i, j, &c));
-            strata_args_init(&a);
-            STRATA_TRY(strata_args_add_tensor(&a, &c, STRATA_OUT_EXISTING));
-            STRATA_TRY(strata_orch_submit_sub(o, d->zero, &a));
+            STRATA_TRY(strata_orch_sub(o, d->zero, STRATA_OUT_EXISTING(c)));
             for (int k = 0; k < d->nt; k++) { /* an INOUT chain per tile */
                 strata_tensor ta, tb;
                 STRATA_TRY(tile_view(d->a[r], d, i, k, &ta));
                 STRATA_TRY(tile_view(d->b[r], d, k, j, &tb));
-                strata_args_init(&a);
-                STRATA_TRY(strata_args_add_tensor(&a, &ta, STRATA_IN));
-                STRATA_TRY(strata_args_add_tensor(&a, &tb, STRATA_IN));
-                STRATA_TRY(strata_args_add_tensor(&a, &c, STRATA_INOUT));
-                STRATA_TRY(strata_orch_submit_sub(o, d->mma, &a));
+                STRATA_TRY(
+                    strata_orch_sub(o, d->mma, STRATA_IN(ta), STRATA_IN(tb), STRATA_INOUT(c)));
             }
             /* Reduction: the tile's sum goes to a runtime intermediate, then into the total. */
             STRATA_TRY(strata_orch_scope_begin(o));
             strata_tensor part;
             STRATA_TRY(strata_orch_alloc(o, 1, &one, STRATA_F64, &part));
-            strata_args_init(&a);
-            STRATA_TRY(strata_args_add_tensor(&a, &c, STRATA_IN));
-            STRATA_TRY(strata_args_add_tensor(&a, &part, STRATA_OUT));
-            STRATA_TRY(strata_orch_submit_sub(o, d->tile_sum, &a));
-            strata_args_init(&a);
-            STRATA_TRY(strata_args_add_tensor(&a, &part, STRATA_IN));
-            STRATA_TRY(strata_args_add_tensor(&a, &total, STRATA_INOUT));
-            STRATA_TRY(strata_orch_submit_sub(o, d->add, &a));
+            STRATA_TRY(strata_orch_sub(o, d->tile_sum, STRATA_IN(c), STRATA_OUT(part)));
+            STRATA_TRY(strata_orch_sub(o, d->add, STRATA_IN(part), STRATA_INOUT(total)));
             STRATA_TRY(strata_orch_scope_end(o));
         }
     return STRATA_OK;

@@ -25,8 +25,8 @@ enum { M = 192, N = 160, K = 128, TILE = 32, RUNS = 4 };
 
 /* The program: tensors A, B, C; scalars M, N, K, T. One block per tile of C. */
 static int gemm_program(strata_program_ctx *ctx, const strata_task_view *a, void *user) {
-    uint64_t m = strata_args_scalar(a, 0), n = strata_args_scalar(a, 1);
-    uint64_t k = strata_args_scalar(a, 2), t = strata_args_scalar(a, 3);
+    uint64_t m = strata_args_u64(a, 0), n = strata_args_u64(a, 1);
+    uint64_t k = strata_args_u64(a, 2), t = strata_args_u64(a, 3);
     uint64_t words[7] = {strata_program_arg_ptr(a, 0),
                          strata_program_arg_ptr(a, 1),
                          strata_program_arg_ptr(a, 2),
@@ -92,13 +92,13 @@ int main(int argc, char **argv) {
         if ((rc = device_matrix(chip, B[r], K, N, &dB[r], &tB)) != STRATA_OK ||
             (rc = device_matrix(chip, NULL, M, N, &dC[r], &tC)) != STRATA_OK)
             return fail("device B/C", rc);
+        /* A chip run takes a builder: fill it from items in one call. */
+        const strata_arg items[] = {STRATA_IN(tA),   STRATA_IN(tB), STRATA_OUT_EXISTING(tC),
+                                    STRATA_U64(M),   STRATA_U64(N), STRATA_U64(K),
+                                    STRATA_U64(TILE)};
         strata_args_init(&args[r]);
-        strata_args_add_tensor(&args[r], &tA, STRATA_IN);
-        strata_args_add_tensor(&args[r], &tB, STRATA_IN);
-        strata_args_add_tensor(&args[r], &tC, STRATA_OUT_EXISTING);
-        const uint64_t dims[4] = {M, N, K, TILE};
-        for (int d = 0; d < 4; d++)
-            strata_args_add_scalar(&args[r], dims[d]);
+        if ((rc = strata_args_add_items(&args[r], items, sizeof items / sizeof items[0])))
+            return fail("args", rc);
     }
 
     /* Submit every run; each is prepared while its predecessor executes. */

@@ -38,8 +38,8 @@ typedef struct layer {
 
 /* Chip program: tensors X, W, Y; scalars rows, N, K, T. One block per tile of Y. */
 static int matmul_program(strata_program_ctx *ctx, const strata_task_view *a, void *user) {
-    uint64_t rows = strata_args_scalar(a, 0), n = strata_args_scalar(a, 1);
-    uint64_t k = strata_args_scalar(a, 2), t = strata_args_scalar(a, 3);
+    uint64_t rows = strata_args_u64(a, 0), n = strata_args_u64(a, 1);
+    uint64_t k = strata_args_u64(a, 2), t = strata_args_u64(a, 3);
     uint64_t words[7] = {strata_program_arg_ptr(a, 0),
                          strata_program_arg_ptr(a, 1),
                          strata_program_arg_ptr(a, 2),
@@ -63,7 +63,7 @@ static float w_value(int i) {
 static int make_x(const strata_task_view *a, void *user) {
     float *X = strata_args_data(a, 0);
     for (int i = 0; i < M * K; i++)
-        X[i] = x_value(strata_args_scalar(a, 0), i);
+        X[i] = x_value(strata_args_u64(a, 0), i);
     return 0;
 }
 
@@ -77,8 +77,8 @@ static int relu_sum(const strata_task_view *a, void *user) {
     return 0;
 }
 
-/* Arguments of chip c's half: rows [c*HALF, (c+1)*HALF) of X and Y. */
-static int half_args(strata_worker *w, layer *L, int c, strata_task_args *a) {
+/* Chip c's half: rows [c*HALF, (c+1)*HALF) of X and Y, on chip c. */
+static int submit_half(strata_orch *o, strata_worker *w, layer *L, int c) {
     int64_t x_shape[2] = {HALF, K}, w_shape[2] = {K, N}, y_shape[2] = {HALF, N};
     strata_tensor tx, tw, ty;
     STRATA_TRY(strata_tensor_view(L->X, (uint64_t)c * HALF * K * sizeof(float), STRATA_F32, 2,
@@ -86,14 +86,9 @@ static int half_args(strata_worker *w, layer *L, int c, strata_task_args *a) {
     STRATA_TRY(strata_worker_chip_tensor(w, L->W[c], 0, STRATA_F32, 2, w_shape, NULL, &tw));
     STRATA_TRY(strata_tensor_view(L->Y, (uint64_t)c * HALF * N * sizeof(float), STRATA_F32, 2,
                                   y_shape, NULL, &ty));
-    strata_args_init(a);
-    STRATA_TRY(strata_args_add_tensor(a, &tx, STRATA_IN));
-    STRATA_TRY(strata_args_add_tensor(a, &tw, STRATA_IN));
-    STRATA_TRY(strata_args_add_tensor(a, &ty, STRATA_OUT_EXISTING));
-    const uint64_t dims[4] = {HALF, N, K, TILE};
-    for (int i = 0; i < 4; i++)
-        STRATA_TRY(strata_args_add_scalar(a, dims[i]));
-    return STRATA_OK;
+    return strata_orch_next_level(o, L->matmul, NULL, L->chip[c], STRATA_IN(tx), STRATA_IN(tw),
+                                  STRATA_OUT_EXISTING(ty), STRATA_U64(HALF), STRATA_U64(N),
+                                  STRATA_U64(K), STRATA_U64(TILE));
 }
 
 typedef struct orch_arg {
@@ -111,21 +106,10 @@ static int layer_orch(strata_orch *o, void *p) {
     STRATA_TRY(strata_tensor_contiguous(L->Y, STRATA_F32, 2, y_shape, &ty));
     STRATA_TRY(strata_tensor_contiguous(L->sum, STRATA_F64, 1, one, &ts));
 
-    strata_task_args a;
-    strata_args_init(&a);
-    STRATA_TRY(strata_args_add_tensor(&a, &tx, STRATA_OUT_EXISTING));
-    STRATA_TRY(strata_args_add_scalar(&a, L->run));
-    STRATA_TRY(strata_orch_submit_sub(o, L->make_x, &a));
-
-    for (int c = 0; c < 2; c++) {
-        STRATA_TRY(half_args(oa->w, L, c, &a));
-        STRATA_TRY(strata_orch_submit_next_level(o, L->matmul, &a, NULL, L->chip[c]));
-    }
-
-    strata_args_init(&a);
-    STRATA_TRY(strata_args_add_tensor(&a, &ty, STRATA_IN));
-    STRATA_TRY(strata_args_add_tensor(&a, &ts, STRATA_OUT_EXISTING));
-    return strata_orch_submit_sub(o, L->relu_sum, &a);
+    STRATA_TRY(strata_orch_sub(o, L->make_x, STRATA_OUT_EXISTING(tx), STRATA_U64(L->run)));
+    for (int c = 0; c < 2; c++)
+        STRATA_TRY(submit_half(o, oa->w, L, c));
+    return strata_orch_sub(o, L->relu_sum, STRATA_IN(ty), STRATA_OUT_EXISTING(ts));
 }
 
 static int fail(const char *what, int rc) {

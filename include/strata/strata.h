@@ -13,6 +13,7 @@
 #include "status.h"
 #include "types.h"
 #include "tensor.h"
+#include "args.h"
 #include "worker.h"
 #include "chip.h"
 

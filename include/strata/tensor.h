@@ -61,21 +61,47 @@ STRATA_API int strata_tensor_contiguous(const strata_buffer *b, strata_dtype dty
 
 /* ---- Task arguments (strata_task_args and strata_task_view, types.h) -------- */
 
-/* Building: init on the stack, add tensors and scalars, submit. */
+/* Building: init on the stack, add tensors and scalars, submit. Init writes
+ * the 16-byte header only: the builder's arrays are read up to their counts. */
 STRATA_API void strata_args_init(strata_task_args *a);
 
-/* Copy the used part of src (its tensors, scalars and tags) into dst: the
- * same result as assignment for everything a submit reads, without copying
- * the unused 2 KiB. */
+/* Copy the used part of src (its tensors, scalars, types, tags and payload)
+ * into dst: the same result as assignment for everything a submit reads,
+ * without copying the unused 8 KiB. */
 STRATA_API void strata_args_copy(strata_task_args *dst, const strata_task_args *src);
 STRATA_API int strata_args_add_tensor(strata_task_args *a, const strata_tensor *t, strata_tag tag);
+/* A raw u64 scalar (type STRATA_SCALAR_U64), the same as strata_args_add_u64. */
 STRATA_API int strata_args_add_scalar(strata_task_args *a, uint64_t value);
+STRATA_API int strata_args_add_u64(strata_task_args *a, uint64_t value);
+STRATA_API int strata_args_add_i64(strata_task_args *a, int64_t value);
+STRATA_API int strata_args_add_f64(strata_task_args *a, double value);
+STRATA_API int strata_args_add_f32(strata_task_args *a, float value);
+/* The task's opaque payload: nbytes (1..STRATA_MAX_PAYLOAD) copied from
+ * bytes, with the task. One per task: a second one fails. */
+STRATA_API int strata_args_set_payload(strata_task_args *a, const void *bytes, size_t nbytes);
 
 /* Reading, in task bodies and chip programs (the view of a builder is
  * strata_args_view, types.h); out-of-range indices return NULL / 0. */
 STRATA_API void *strata_args_data(const strata_task_view *a, uint32_t i);
 STRATA_API const strata_tensor *strata_args_tensor(const strata_task_view *a, uint32_t i);
+/* Scalar i's raw u64 bits, whatever its type (0 past the end). */
 STRATA_API uint64_t strata_args_scalar(const strata_task_view *a, uint32_t i);
+
+/* Typed reads of scalar i (i counts scalars only, in the order they were
+ * added). Always checked: an index past nscalars, or a scalar of another
+ * type (an f64 read of an i64, ...), returns 0, sets strata_error_message()
+ * to a STRATA_EINVAL message naming the call, the index and both types, and
+ * fails what it was made in with that message: inside a sub task body the
+ * task (STRATA_ETASK) even if the body returns 0, inside an orchestration
+ * function its run (STRATA_EINVAL) even if it returns STRATA_OK. A chip
+ * program checks strata_error_message() or the types itself. */
+STRATA_API uint64_t strata_args_u64(const strata_task_view *a, uint32_t i);
+STRATA_API int64_t strata_args_i64(const strata_task_view *a, uint32_t i);
+STRATA_API double strata_args_f64(const strata_task_view *a, uint32_t i);
+STRATA_API float strata_args_f32(const strata_task_view *a, uint32_t i);
+/* The task's payload and its size in *nbytes (NULL and 0 if it has none; a
+ * task without one is not an error). nbytes may be NULL. */
+STRATA_API const void *strata_args_payload(const strata_task_view *a, size_t *nbytes);
 
 #ifdef __cplusplus
 }

@@ -24,8 +24,9 @@ extern "C" {
 #endif
 
 #define STRATA_MAX_RANK 5          /* dimensions of one tensor view */
-#define STRATA_MAX_TENSORS 16      /* tensor arguments of one task (or group member) */
-#define STRATA_MAX_SCALARS 16      /* u64 scalar arguments of one task (or group member) */
+#define STRATA_MAX_TENSORS 64      /* tensor arguments of one task (or group member) */
+#define STRATA_MAX_SCALARS 16      /* scalar arguments of one task (or group member) */
+#define STRATA_MAX_PAYLOAD 256     /* bytes of the opaque payload of one task (or group member) */
 #define STRATA_PROGRAM_NAME_MAX 64 /* bytes of a program or kernel name, NUL included */
 #define STRATA_KERNEL_MAX_ARGS 32  /* u64 words one kernel launch receives */
 
@@ -91,35 +92,59 @@ static inline void *strata_tensor_data(const strata_tensor *t) {
     return t->base ? (void *)((char *)t->base + t->offset) : (void *)0;
 }
 
+/* What a scalar argument was passed as. Every scalar is stored as a u64 bit
+ * pattern (an i64 as two's complement, an f64 as its IEEE bits, an f32 as its
+ * IEEE bits in the low 32); the type lets a body's typed read
+ * (strata_args_i64, ..., tensor.h) refuse a mismatch. */
+typedef enum strata_scalar_type {
+    STRATA_SCALAR_U64 = 0, /* strata_args_add_scalar / _add_u64 / STRATA_U64 */
+    STRATA_SCALAR_I64,
+    STRATA_SCALAR_F64,
+    STRATA_SCALAR_F32,
+    STRATA_SCALAR_TYPE_COUNT
+} strata_scalar_type;
+
 /* The builder of one task's arguments: up to STRATA_MAX_TENSORS tagged
- * tensors and STRATA_MAX_SCALARS u64 scalars. A value type: init on the
- * stack, fill, pass to a submit call (which copies the used part). Adding past
- * a limit fails and marks the args invalid, so the later submit fails too
- * instead of dropping arguments. The calls that build them are in tensor.h.
- * Task bodies and chip programs never see one: they get a strata_task_view. */
+ * tensors, STRATA_MAX_SCALARS typed scalars and one opaque payload of up to
+ * STRATA_MAX_PAYLOAD bytes. A value type (about 8.5 KiB, see
+ * docs/architecture.md "Task arguments"): init on the stack (which writes
+ * only the 16-byte header), fill, pass to a submit call (which copies the
+ * used part). Adding past a limit fails and marks the args invalid, so the
+ * later submit fails too instead of dropping arguments. The calls that build
+ * them are in tensor.h; the one-call submit form (args.h) needs no builder.
+ * Task bodies and chip programs never see one: they get a strata_task_view.
+ * The payload sits last, so a task without one is a prefix of the struct. */
 typedef struct strata_task_args {
     uint32_t ntensors;
     uint32_t nscalars;
-    int32_t invalid;                  /* nonzero once an add failed */
-    uint32_t pad_;                    /* padding, zero: no uninitialised bytes */
-    uint8_t tags[STRATA_MAX_TENSORS]; /* strata_tag */
+    int32_t invalid;                          /* nonzero once an add failed */
+    uint32_t payload_bytes;                   /* used bytes of payload[] */
+    uint8_t tags[STRATA_MAX_TENSORS];         /* strata_tag */
+    uint8_t scalar_types[STRATA_MAX_SCALARS]; /* strata_scalar_type */
     uint64_t scalars[STRATA_MAX_SCALARS];
     strata_tensor tensors[STRATA_MAX_TENSORS];
+    uint8_t payload[STRATA_MAX_PAYLOAD];
 } strata_task_args;
 
 /* A task's arguments as its body (or chip program) reads them: the counts and
  * pointers to the arguments strata stored, which hold exactly ntensors tags
- * and tensors and nscalars scalars (only the used part is stored). A small
+ * and tensors, nscalars scalars and their types, and payload_bytes bytes of
+ * payload (only the used part is stored; payload is NULL when there is none).
+ * A small
  * value type: a body may copy it by assignment and keep the copy while it
  * runs; what it points at is valid until the body (or program) returns, and
  * the tensors' memory is the task's to read and write. Read it through the
- * fields or the strata_args_data / _tensor / _scalar calls (tensor.h). */
+ * fields or the strata_args_data / _tensor / _scalar calls and the typed
+ * scalar and payload reads (strata_args_i64, ..., _payload; tensor.h). */
 typedef struct strata_task_view {
     uint32_t ntensors;
     uint32_t nscalars;
     const uint8_t *tags;          /* ntensors entries, strata_tag */
     const uint64_t *scalars;      /* nscalars entries */
     const strata_tensor *tensors; /* ntensors entries */
+    const uint8_t *scalar_types;  /* nscalars entries, strata_scalar_type */
+    const void *payload;          /* payload_bytes bytes, or NULL */
+    uint32_t payload_bytes;
     /* The index of the worker running this body, for per-worker scratch: a
      * sub worker's index (0 .. sub_workers - 1, in a process child too), or
      * sub_workers for a thread that runs a task while it waits for its run
@@ -138,6 +163,9 @@ static inline strata_task_view strata_args_view(const strata_task_args *a) {
     v.tags = a->tags;
     v.scalars = a->scalars;
     v.tensors = a->tensors;
+    v.scalar_types = a->scalar_types;
+    v.payload = a->payload_bytes ? (const void *)a->payload : (const void *)0;
+    v.payload_bytes = a->payload_bytes;
     v.worker = 0;
     return v;
 }

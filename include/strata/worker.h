@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "args.h"
 #include "export.h"
 #include "status.h"
 #include "tensor.h"
@@ -163,6 +164,57 @@ STRATA_API int strata_orch_submit_next_level_group(strata_orch *o, strata_callab
                                                    strata_task_args *args,
                                                    const strata_call_config *cfg,
                                                    const int *worker_ids, int n);
+
+/* ---- The one-call form: a task and its arguments in one call --------------
+ * strata_orch_sub(o, fn, items...) submits a sub task whose arguments are
+ * the items (args.h), in order: tensors become the task's tensors 0, 1, ...,
+ * scalars its scalars 0, 1, ..., STRATA_BYTES its payload. For example
+ *     strata_orch_sub(o, gemm, STRATA_IN(a), STRATA_IN(b), STRATA_INOUT(c), STRATA_F64(alpha));
+ * The items are copied into the task (no builder in between) and an OUT
+ * tensor without memory gets its runtime view written back into the
+ * caller's variable, as the argument-list form writes it into its builder.
+ * Group members are separated by STRATA_NEXT_MEMBER (n = breaks + 1).
+ * A bad item that C could not refuse (a hand-made strata_arg) fails with
+ * STRATA_EINVAL naming its 0-based position. The macros need C11; the
+ * *_items calls they expand to are the same from any language. */
+STRATA_API int strata_orch_submit_sub_items(strata_orch *o, strata_callable fn,
+                                            const strata_arg *items, size_t n);
+STRATA_API int strata_orch_submit_next_level_items(strata_orch *o, strata_callable fn,
+                                                   const strata_call_config *cfg, int worker_id,
+                                                   const strata_arg *items, size_t n);
+STRATA_API int strata_orch_submit_sub_group_items(strata_orch *o, strata_callable fn,
+                                                  const strata_arg *items, size_t n);
+STRATA_API int strata_orch_submit_next_level_group_items(strata_orch *o, strata_callable fn,
+                                                         const strata_call_config *cfg,
+                                                         const int *worker_ids,
+                                                         const strata_arg *items, size_t n);
+
+#ifndef __cplusplus
+/* strata_orch_sub(o, fn, items...) */
+#define strata_orch_sub(...) STRATA_ORCH_SUB_(__VA_ARGS__, STRATA_NEXT_MEMBER)
+/* strata_orch_next_level(o, fn, cfg, worker_id, items...) */
+#define strata_orch_next_level(...) STRATA_ORCH_NEXT_(__VA_ARGS__, STRATA_NEXT_MEMBER)
+/* strata_orch_sub_group(o, fn, member 0 items..., STRATA_NEXT_MEMBER, member 1 items...) */
+#define strata_orch_sub_group(...) STRATA_ORCH_SUB_GROUP_(__VA_ARGS__, STRATA_NEXT_MEMBER)
+/* strata_orch_next_level_group(o, fn, cfg, worker_ids, member items...): worker_ids[m] runs member
+ * m */
+#define strata_orch_next_level_group(...) STRATA_ORCH_NEXT_GROUP_(__VA_ARGS__, STRATA_NEXT_MEMBER)
+
+#define STRATA_ORCH_SUB_(o, fn, ...)                                                               \
+    strata_orch_submit_sub_items((o), (fn), STRATA_ARGS_ITEMS_(__VA_ARGS__),                       \
+                                 STRATA_ARGS_COUNT_(__VA_ARGS__))
+#define STRATA_ORCH_NEXT_(o, fn, cfg, worker_id, ...)                                              \
+    strata_orch_submit_next_level_items((o), (fn), (cfg), (worker_id),                             \
+                                        STRATA_ARGS_ITEMS_(__VA_ARGS__),                           \
+                                        STRATA_ARGS_COUNT_(__VA_ARGS__))
+#define STRATA_ORCH_SUB_GROUP_(o, fn, ...)                                                         \
+    strata_orch_submit_sub_group_items((o), (fn), STRATA_ARGS_ITEMS_(__VA_ARGS__),                 \
+                                       STRATA_ARGS_COUNT_(__VA_ARGS__))
+#define STRATA_ORCH_NEXT_GROUP_(o, fn, cfg, worker_ids, ...)                                       \
+    strata_orch_submit_next_level_group_items((o), (fn), (cfg), (worker_ids),                      \
+                                              STRATA_ARGS_ITEMS_(__VA_ARGS__),                     \
+                                              STRATA_ARGS_COUNT_(__VA_ARGS__))
+#endif
 
 /* Runtime-owned intermediate from the heap ring of the current scope depth,
  * row-major. Reclaimed after the last task using it is finished. */

@@ -384,9 +384,12 @@ static int validate_args(const strata_chip *chip, const strata_task_args *args) 
     if (args->invalid)
         return st_fail(STRATA_EINVAL,
                        "%s: the task arguments are marked invalid (an earlier add failed)", label);
-    if (args->ntensors > STRATA_MAX_TENSORS || args->nscalars > STRATA_MAX_SCALARS)
-        return st_fail(STRATA_EINVAL, "%s: %u tensors / %u scalars (at most %d / %d)", label,
-                       args->ntensors, args->nscalars, STRATA_MAX_TENSORS, STRATA_MAX_SCALARS);
+    if (args->ntensors > STRATA_MAX_TENSORS || args->nscalars > STRATA_MAX_SCALARS ||
+        args->payload_bytes > STRATA_MAX_PAYLOAD)
+        return st_fail(STRATA_EINVAL,
+                       "%s: %u tensors / %u scalars / %u payload bytes (at most %d / %d / %d)",
+                       label, args->ntensors, args->nscalars, args->payload_bytes,
+                       STRATA_MAX_TENSORS, STRATA_MAX_SCALARS, STRATA_MAX_PAYLOAD);
     for (uint32_t i = 0; i < args->ntensors; i++)
         if (args->tensors[i].rank > STRATA_MAX_RANK || args->tags[i] > STRATA_NO_DEP)
             return st_fail(STRATA_EINVAL, "%s: tensor argument %u has rank %u or tag %u", label, i,

@@ -1,10 +1,10 @@
-/* core/buffer.c - buffers with identity, tensor views and task arguments.
+/* core/buffer.c - buffers with identity and tensor views.
  *
- * Owns: strata_buffer (memory + identity) and the validation of views and
- * argument lists (include/strata/tensor.h). Memory of strata_buffer_create
- * comes from the worker's shared arenas (core/arena.h), reserved at
- * strata_worker_create: every process child of the worker sees it at the
- * same address.
+ * Owns: strata_buffer (memory + identity) and the validation of views
+ * (include/strata/tensor.h); task arguments are core/task_args.c's. Memory
+ * of strata_buffer_create comes from the worker's shared arenas
+ * (core/arena.h), reserved at strata_worker_create: every process child of
+ * the worker sees it at the same address.
  * Must never: depend on runs or the scheduler; these are plain values.
  */
 #include <stdlib.h>
@@ -149,71 +149,4 @@ int strata_tensor_view(const strata_buffer *b, uint64_t offset, strata_dtype dty
 int strata_tensor_contiguous(const strata_buffer *b, strata_dtype dtype, int rank,
                              const int64_t *shape, strata_tensor *out) {
     return strata_tensor_view(b, 0, dtype, rank, shape, NULL, out);
-}
-
-void strata_args_init(strata_task_args *a) {
-    if (!a)
-        return;
-    a->ntensors = 0;
-    a->nscalars = 0;
-    a->invalid = 0;
-    a->pad_ = 0;
-}
-
-void strata_args_copy(strata_task_args *dst, const strata_task_args *src) {
-    if (!dst || !src)
-        return;
-    uint32_t nt = src->ntensors <= STRATA_MAX_TENSORS ? src->ntensors : STRATA_MAX_TENSORS;
-    uint32_t ns = src->nscalars <= STRATA_MAX_SCALARS ? src->nscalars : STRATA_MAX_SCALARS;
-    dst->ntensors = nt;
-    dst->nscalars = ns;
-    dst->invalid = src->invalid;
-    dst->pad_ = 0;
-    memcpy(dst->tags, src->tags, sizeof dst->tags);
-    memcpy(dst->scalars, src->scalars, sizeof dst->scalars[0] * ns);
-    memcpy(dst->tensors, src->tensors, sizeof dst->tensors[0] * nt);
-}
-
-int strata_args_add_tensor(strata_task_args *a, const strata_tensor *t, strata_tag tag) {
-    if (!a || !t)
-        return st_fail(STRATA_EINVAL, "strata_args_add_tensor: args and tensor must not be NULL");
-    if ((unsigned)tag > STRATA_NO_DEP) {
-        a->invalid = 1;
-        return st_fail(STRATA_EINVAL, "strata_args_add_tensor: unknown tag %d", (int)tag);
-    }
-    if (a->ntensors >= STRATA_MAX_TENSORS) {
-        a->invalid = 1;
-        return st_fail(STRATA_ECAPACITY,
-                       "strata_args_add_tensor: more than %d tensor arguments in one task",
-                       STRATA_MAX_TENSORS);
-    }
-    a->tensors[a->ntensors] = *t;
-    a->tags[a->ntensors] = (uint8_t)tag;
-    a->ntensors++;
-    return STRATA_OK;
-}
-
-int strata_args_add_scalar(strata_task_args *a, uint64_t value) {
-    if (!a)
-        return st_fail(STRATA_EINVAL, "strata_args_add_scalar: args must not be NULL");
-    if (a->nscalars >= STRATA_MAX_SCALARS) {
-        a->invalid = 1;
-        return st_fail(STRATA_ECAPACITY,
-                       "strata_args_add_scalar: more than %d scalar arguments in one task",
-                       STRATA_MAX_SCALARS);
-    }
-    a->scalars[a->nscalars++] = value;
-    return STRATA_OK;
-}
-
-void *strata_args_data(const strata_task_view *a, uint32_t i) {
-    return a && i < a->ntensors ? strata_tensor_data(&a->tensors[i]) : NULL;
-}
-
-const strata_tensor *strata_args_tensor(const strata_task_view *a, uint32_t i) {
-    return a && i < a->ntensors ? &a->tensors[i] : NULL;
-}
-
-uint64_t strata_args_scalar(const strata_task_view *a, uint32_t i) {
-    return a && i < a->nscalars ? a->scalars[i] : 0;
 }

@@ -345,4 +345,11 @@ int st_worker_submit_task(strata_worker *w, strata_orch_fn fn, void *arg,
 int st_register_next_level(strata_worker *w, const char *name, strata_sub_fn fn, void *user,
                            void *program, strata_callable *out);
 
+/* What a body's typed argument reads (strata_args_i64, ..., core/args_read.c)
+ * left behind on this thread: the runner of a body resets it before the body
+ * and takes it after, failing the task with the first failed read's message
+ * (1 and the message in msg) even when the body returned 0. */
+void st_args_misuse_reset(void);
+int st_args_misuse_take(char *msg, size_t cap);
+
 #endif

@@ -83,7 +83,7 @@ static inline uint64_t st_heap_owner(const st_heap *h, uint64_t ticket) {
  * allocation's record, with no table to fill or clear: the record lives
  * exactly as long as the memory. Ids are never reused (tickets only grow). */
 #define ST_RUNTIME_ID_BIT (UINT64_C(1) << 63)
-#define ST_RUNTIME_PIECE_BITS 10 /* pieces of one allocation: tensors x group members */
+#define ST_RUNTIME_PIECE_BITS 12 /* pieces of one allocation: tensors x group members */
 /* Allocations one ring may make before its tickets no longer fit an id. */
 #define ST_HEAP_MAX_SEQ ((UINT64_C(1) << (63 - ST_RUNTIME_PIECE_BITS - 2)) - 1)
 

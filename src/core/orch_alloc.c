@@ -57,9 +57,10 @@ int strata_orch_alloc(strata_orch *o, int rank, const int64_t *shape, strata_dty
         return rc;
     }
     st_init_slot(o, s, ST_SLOT_ALLOC, -1, 1);
-    st_alloc_member_arrays(s, 1, 0); /* inline storage: cannot fail */
+    st_alloc_member_arrays(s, 1, NULL); /* inline storage: cannot fail */
     s->args->ntensors = 0;
     s->args->nscalars = 0;
+    s->args->payload_bytes = 0;
     s->has_heap = 1;
     s->heap_ticket = ticket;
     st_heap_set_owner(&w->heap, ticket, st_ref_of(s));

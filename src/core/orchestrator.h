@@ -99,7 +99,26 @@ static inline uint64_t st_runtime_holder(strata_worker *w, const strata_tensor *
 }
 
 /* ---- building a slot, lock held (submit.c) ---- */
-int st_alloc_member_arrays(st_slot *s, int n, uint32_t ntensors0);
+int st_alloc_member_arrays(st_slot *s, int n, const strata_task_args *args0);
+
+/* A task of n members with args[0..n) (the caller's: OUT tensors without
+ * memory get their runtime views written back there), from checks to
+ * publication (submit.c). */
+int st_submit(strata_orch *o, st_slot_kind kind, strata_callable fn, strata_task_args *args, int n,
+              const int *targets, const strata_call_config *cfg, const char *what);
+
+/* ---- argument items (arg_items.c) ---- */
+/* Members the items make: 1 unless group, else member breaks + 1 (at most
+ * STRATA_MAX_GROUP); < 0 (a status, message set) if refused. */
+int st_item_members(const strata_arg *items, size_t n, int group, const char *what);
+/* Init args[0..members) and fill them from the items (errors name the
+ * item's position); *write_back: an OUT tensor item has no memory. */
+int st_items_to_args(strata_task_args *args, int members, const strata_arg *items, size_t n,
+                     int *write_back, const char *what);
+/* After a submit: each OUT tensor item given without memory gets the view
+ * the runtime gave the task. */
+void st_items_write_back(const strata_task_args *args, int members, const strata_arg *items,
+                         size_t n);
 void st_init_slot(strata_orch *o, st_slot *s, st_slot_kind kind, strata_callable fn, int n);
 
 /* ---- dependencies, lock held (wiring.c) ---- */

@@ -1,5 +1,6 @@
-/* core/submit.c - the four strata_orch_submit_* calls (DESIGN §5.1): a task
- * of the building run from checks to publication.
+/* core/submit.c - the four strata_orch_submit_* calls of the argument-list
+ * form (DESIGN §5.1): a task of the building run from checks to publication
+ * (st_submit, which the one-call form, core/submit_items.c, ends in too).
  *
  * Owns: the order of a submit (checks, capacity, building the slot, scope,
  * dependencies, publication, a scheduler pass) and the slot's fields and
@@ -18,22 +19,31 @@
 #include "util/alloc.h"
 #include "util/error.h"
 
-/* Storage for n members' args (ntensors0: tensors of member 0). On failure the
- * slot is left as a one-member task on inline storage, so it can be settled. */
-int st_alloc_member_arrays(st_slot *s, int n, uint32_t ntensors0) {
+/* Bytes of storage a single task's args need: the used prefix of a
+ * strata_task_args, or all of it when there is a payload (it sits last). A
+ * group's members are whole structs (they are indexed). */
+static size_t single_args_bytes(const strata_task_args *a) {
+    if (a->payload_bytes)
+        return sizeof *a;
+    return offsetof(strata_task_args, tensors) + sizeof a->tensors[0] * a->ntensors;
+}
+
+/* Storage for n members' args (args0: member 0's; NULL: none, inline). On
+ * failure the slot is left as a one-member task on inline storage, so it can
+ * be settled. */
+int st_alloc_member_arrays(st_slot *s, int n, const strata_task_args *args0) {
     s->args = st_slot_inline_args(s);
     s->targets = &s->inline_target;
     s->member_state = &s->inline_member;
     s->inline_member = ST_MEMBER_WAITING;
-    if (n == 1 && ntensors0 <= ST_INLINE_TENSORS)
+    if (!args0 || (n == 1 && args0->ntensors <= ST_INLINE_TENSORS && args0->payload_bytes == 0))
         return STRATA_OK;
-    strata_task_args *args = st_malloc(sizeof *args * (size_t)n);
+    size_t args_bytes = n == 1 ? single_args_bytes(args0) : sizeof(strata_task_args) * (size_t)n;
+    strata_task_args *args = st_malloc(args_bytes);
     int32_t *targets = n > 1 ? st_malloc(sizeof *targets * (size_t)n) : &s->inline_target;
     uint8_t *states = n > 1 ? st_malloc((size_t)n) : &s->inline_member;
     if (!args || !targets || !states) {
-        size_t bytes = !args      ? sizeof *args * (size_t)n
-                       : !targets ? sizeof *targets * (size_t)n
-                                  : (size_t)n;
+        size_t bytes = !args ? args_bytes : !targets ? sizeof *targets * (size_t)n : (size_t)n;
         st_free(args);
         if (targets != &s->inline_target)
             st_free(targets);
@@ -42,6 +52,7 @@ int st_alloc_member_arrays(st_slot *s, int n, uint32_t ntensors0) {
         s->nmembers = 1;
         s->args->ntensors = 0;
         s->args->nscalars = 0;
+        s->args->payload_bytes = 0;
         return st_fail_nomem(!args ? "the task's arguments" : "the group's member table", bytes);
     }
     s->args = args;
@@ -70,9 +81,8 @@ void st_init_slot(strata_orch *o, st_slot *s, st_slot_kind kind, strata_callable
     r->active_tasks++;
 }
 
-static int submit_common(strata_orch *o, st_slot_kind kind, strata_callable fn,
-                         strata_task_args *args, int n, const int *targets,
-                         const strata_call_config *cfg, const char *what) {
+int st_submit(strata_orch *o, st_slot_kind kind, strata_callable fn, strata_task_args *args, int n,
+              const int *targets, const strata_call_config *cfg, const char *what) {
     STRATA_TRY(st_orch_check(o, what));
     strata_worker *w = o->w;
     if (!args)
@@ -109,7 +119,7 @@ static int submit_common(strata_orch *o, st_slot_kind kind, strata_callable fn,
     st_init_slot(o, s, kind, fn, n);
     if (cfg)
         s->cfg = *cfg;
-    rc = st_alloc_member_arrays(s, n, args[0].ntensors);
+    rc = st_alloc_member_arrays(s, n, &args[0]);
     if (rc == STRATA_OK) {
         for (int m = 0; m < n; m++) {
             strata_args_copy(&s->args[m], &args[m]);
@@ -164,24 +174,24 @@ static int submit_common(strata_orch *o, st_slot_kind kind, strata_callable fn,
 }
 
 int strata_orch_submit_sub(strata_orch *o, strata_callable fn, strata_task_args *args) {
-    return submit_common(o, ST_SLOT_SUB, fn, args, 1, NULL, NULL, "strata_orch_submit_sub");
+    return st_submit(o, ST_SLOT_SUB, fn, args, 1, NULL, NULL, "strata_orch_submit_sub");
 }
 
 int strata_orch_submit_sub_group(strata_orch *o, strata_callable fn, strata_task_args *args,
                                  int n) {
-    return submit_common(o, ST_SLOT_SUB, fn, args, n, NULL, NULL, "strata_orch_submit_sub_group");
+    return st_submit(o, ST_SLOT_SUB, fn, args, n, NULL, NULL, "strata_orch_submit_sub_group");
 }
 
 int strata_orch_submit_next_level(strata_orch *o, strata_callable fn, strata_task_args *args,
                                   const strata_call_config *cfg, int worker_id) {
-    return submit_common(o, ST_SLOT_NEXT, fn, args, 1, &worker_id, cfg,
-                         "strata_orch_submit_next_level");
+    return st_submit(o, ST_SLOT_NEXT, fn, args, 1, &worker_id, cfg,
+                     "strata_orch_submit_next_level");
 }
 
 int strata_orch_submit_next_level_group(strata_orch *o, strata_callable fn, strata_task_args *args,
                                         const strata_call_config *cfg, const int *worker_ids,
                                         int n) {
     /* A NULL worker_ids is refused by the target check, after the state check. */
-    return submit_common(o, ST_SLOT_NEXT, fn, args, n, worker_ids, cfg,
-                         "strata_orch_submit_next_level_group");
+    return st_submit(o, ST_SLOT_NEXT, fn, args, n, worker_ids, cfg,
+                     "strata_orch_submit_next_level_group");
 }

@@ -186,11 +186,16 @@ int st_check_args(strata_task_args *args, int n, const int *targets, const char 
                            "%s: member %d: its args are invalid (an earlier strata_args_add_* "
                            "call failed: too many arguments?)",
                            what, m);
-        if (a->ntensors > STRATA_MAX_TENSORS || a->nscalars > STRATA_MAX_SCALARS)
+        if (a->ntensors > STRATA_MAX_TENSORS || a->nscalars > STRATA_MAX_SCALARS ||
+            a->payload_bytes > STRATA_MAX_PAYLOAD)
             return st_fail(STRATA_EINVAL,
                            "%s: member %d: args not initialised (call "
                            "strata_args_init)",
                            what, m);
+        for (uint32_t i = 0; i < a->nscalars; i++)
+            if (a->scalar_types[i] >= STRATA_SCALAR_TYPE_COUNT)
+                return st_fail(STRATA_EINVAL, "%s: member %d scalar %u: unknown type %u", what, m,
+                               i, a->scalar_types[i]);
         for (uint32_t i = 0; i < a->ntensors; i++)
             STRATA_TRY(
                 check_tensor(&a->tensors[i], a->tags[i], targets ? targets[m] : -1, what, m, i));

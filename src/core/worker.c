@@ -616,10 +616,18 @@ int st_worker_submit_task(strata_worker *w, strata_orch_fn fn, void *arg,
 
     tls_orchestrating = w;
     st_clear_error(); /* a failure message must come from this function's own calls */
+    st_args_misuse_reset();
     int rc = fn(o, arg);
     tls_orchestrating = NULL;
     if (rc != STRATA_OK && (rc > 0 || rc < STRATA_ECANCELED))
         rc = STRATA_ETASK; /* not a strata_status */
+    char misread[STRATA_ERRMSG_MAX];
+    if (st_args_misuse_take(misread, sizeof misread) && rc == STRATA_OK) {
+        /* A typed read of the task's arguments failed (strata_orch_task_args):
+         * the run built its graph from a value it was never given. */
+        rc = STRATA_EINVAL;
+        st_fail_msg(rc, misread);
+    }
 
     st_engine_lock(w);
     st_orch_close_scopes_to(o, 0); /* the outer scope, and any left open */

@@ -58,6 +58,7 @@ void strata_task_set_error(const char *fmt, ...) {
 
 void st_run_host_callable(const st_dispatch *d, uint32_t worker, st_completion *c) {
     tls_task_msg_set = 0;
+    st_args_misuse_reset();
     /* The body gets a view of the stored arguments, never the stored struct:
      * that holds only its used part, so a copy of it would read past them. */
     strata_task_view args = strata_args_view(d->args);
@@ -65,6 +66,12 @@ void st_run_host_callable(const st_dispatch *d, uint32_t worker, st_completion *
     int rc = d->callable->fn ? d->callable->fn(&args, d->callable->user) : 0;
     c->ref = d->ref;
     c->member = d->member;
+    /* A typed read that failed fails the task even if the body went on: it
+     * computed with a 0 it never passed. */
+    if (st_args_misuse_take(c->msg, sizeof c->msg)) {
+        c->status = STRATA_ETASK;
+        return;
+    }
     c->status = rc == 0 ? STRATA_OK : STRATA_ETASK;
     if (rc == 0)
         c->msg[0] = '\0';

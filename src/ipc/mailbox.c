@@ -16,6 +16,7 @@
 #include <stdarg.h>
 #include <string.h>
 
+#include "ipc/wire_args.h"
 #include "util/digest.h"
 #include "util/error.h"
 #include "util/message.h"
@@ -64,6 +65,8 @@ _Static_assert(ST_MBOX_HEAD_BYTES % 64 == 0 && ST_MBOX_TAIL_BYTES % 64 == 0 &&
                "the head, payload and tail start on cache lines");
 _Static_assert(offsetof(st_mbox_frame, payload) % 8 == 0 && ST_MBOX_ARGS_CAP % 8 == 0,
                "the payload is 8-byte aligned and sized");
+_Static_assert(ST_MBOX_ARGS_CAP >= ST_WIRE_ARGS_MAX,
+               "a frame carries the largest encoded task arguments (ipc/wire_args.h)");
 _Static_assert(sizeof(_Atomic uint32_t) == 4 && _Alignof(st_event) == 4,
                "state words and bells are plain 32-bit futex words");
 

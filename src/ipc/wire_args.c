@@ -13,22 +13,34 @@
 
 #include "util/error.h"
 
-#define WIRE_HEADER 8u /* u32 ntensors, u32 nscalars */
+#define WIRE_HEADER 16u /* u32 ntensors, u32 nscalars, u32 payload bytes, u32 zero */
 
-static size_t tags_bytes(uint32_t ntensors) {
-    return ((size_t)ntensors + 7u) & ~(size_t)7u;
+/* Tags and scalar types, one byte each, padded to 8. */
+static size_t type_bytes(uint32_t ntensors, uint32_t nscalars) {
+    return ((size_t)ntensors + nscalars + 7u) & ~(size_t)7u;
 }
 
 /* Bytes of an encoding with these counts (counts already within the limits). */
-static size_t encoded_bytes(uint32_t ntensors, uint32_t nscalars) {
-    return WIRE_HEADER + tags_bytes(ntensors) + (size_t)ntensors * sizeof(strata_tensor) +
-           (size_t)nscalars * sizeof(uint64_t);
+static size_t encoded_bytes(uint32_t ntensors, uint32_t nscalars, uint32_t payload) {
+    return WIRE_HEADER + type_bytes(ntensors, nscalars) + (size_t)ntensors * sizeof(strata_tensor) +
+           (size_t)nscalars * sizeof(uint64_t) + payload;
+}
+
+/* The largest encoding fits a frame: a valid task never fails to encode. */
+_Static_assert(WIRE_HEADER + STRATA_MAX_TENSORS + STRATA_MAX_SCALARS + 8 +
+                       STRATA_MAX_TENSORS * sizeof(strata_tensor) +
+                       STRATA_MAX_SCALARS * sizeof(uint64_t) + STRATA_MAX_PAYLOAD <=
+                   ST_WIRE_ARGS_MAX,
+               "the largest task arguments fit ST_WIRE_ARGS_MAX");
+
+static int counts_ok(uint32_t nt, uint32_t ns, uint32_t np) {
+    return nt <= STRATA_MAX_TENSORS && ns <= STRATA_MAX_SCALARS && np <= STRATA_MAX_PAYLOAD;
 }
 
 size_t st_wire_args_size(const strata_task_args *a) {
-    if (!a || a->invalid || a->ntensors > STRATA_MAX_TENSORS || a->nscalars > STRATA_MAX_SCALARS)
+    if (!a || a->invalid || !counts_ok(a->ntensors, a->nscalars, a->payload_bytes))
         return 0;
-    return encoded_bytes(a->ntensors, a->nscalars);
+    return encoded_bytes(a->ntensors, a->nscalars, a->payload_bytes);
 }
 
 int st_wire_args_encode(const strata_task_args *a, uint8_t *buf, size_t cap, size_t *used) {
@@ -36,26 +48,35 @@ int st_wire_args_encode(const strata_task_args *a, uint8_t *buf, size_t cap, siz
         return st_fail(STRATA_EINVAL, "task arguments: NULL");
     if (a->invalid)
         return st_fail(STRATA_EINVAL, "task arguments: marked invalid (an add failed)");
-    if (a->ntensors > STRATA_MAX_TENSORS || a->nscalars > STRATA_MAX_SCALARS)
+    if (!counts_ok(a->ntensors, a->nscalars, a->payload_bytes))
         return st_fail(STRATA_EINVAL,
-                       "task arguments: %u tensors and %u scalars, the limits are %d and %d",
-                       a->ntensors, a->nscalars, STRATA_MAX_TENSORS, STRATA_MAX_SCALARS);
-    size_t need = encoded_bytes(a->ntensors, a->nscalars);
+                       "task arguments: %u tensors, %u scalars and %u payload bytes, the limits "
+                       "are %d, %d and %d",
+                       a->ntensors, a->nscalars, a->payload_bytes, STRATA_MAX_TENSORS,
+                       STRATA_MAX_SCALARS, STRATA_MAX_PAYLOAD);
+    size_t need = encoded_bytes(a->ntensors, a->nscalars, a->payload_bytes);
     if (!buf || need > cap)
         return st_fail(STRATA_ECAPACITY,
                        "task arguments: %zu bytes encoded do not fit the %zu bytes of a frame",
                        need, buf ? cap : (size_t)0);
     uint8_t *p = buf;
+    uint32_t zero = 0;
     memcpy(p, &a->ntensors, 4);
     memcpy(p + 4, &a->nscalars, 4);
+    memcpy(p + 8, &a->payload_bytes, 4);
+    memcpy(p + 12, &zero, 4);
     p += WIRE_HEADER;
-    size_t tb = tags_bytes(a->ntensors);
+    size_t tb = type_bytes(a->ntensors, a->nscalars);
     memset(p, 0, tb);
     memcpy(p, a->tags, a->ntensors);
+    memcpy(p + a->ntensors, a->scalar_types, a->nscalars);
     p += tb;
     memcpy(p, a->tensors, (size_t)a->ntensors * sizeof(strata_tensor));
     p += (size_t)a->ntensors * sizeof(strata_tensor);
     memcpy(p, a->scalars, (size_t)a->nscalars * sizeof(uint64_t));
+    p += (size_t)a->nscalars * sizeof(uint64_t);
+    if (a->payload_bytes) /* stored args without a payload may end before it */
+        memcpy(p, a->payload, a->payload_bytes);
     if (used)
         *used = need;
     return STRATA_OK;
@@ -89,39 +110,48 @@ int st_wire_args_decode(const uint8_t *buf, size_t len, strata_task_args *out, c
     if (len < WIRE_HEADER)
         return st_fail(STRATA_EINVAL, "%s: truncated arguments: %zu bytes, the header alone is %u",
                        w, len, WIRE_HEADER);
-    uint32_t nt, ns;
+    uint32_t nt, ns, np, zero;
     memcpy(&nt, buf, 4);
     memcpy(&ns, buf + 4, 4);
-    if (nt > STRATA_MAX_TENSORS || ns > STRATA_MAX_SCALARS)
+    memcpy(&np, buf + 8, 4);
+    memcpy(&zero, buf + 12, 4);
+    if (!counts_ok(nt, ns, np) || zero != 0)
         return st_fail(STRATA_EINVAL,
-                       "%s: bad arguments: %u tensors and %u scalars, the limits are %d and %d", w,
-                       nt, ns, STRATA_MAX_TENSORS, STRATA_MAX_SCALARS);
-    size_t need = encoded_bytes(nt, ns);
-    if (len < need)
+                       "%s: bad arguments: %u tensors, %u scalars and %u payload bytes (word %u), "
+                       "the limits are %d, %d and %d",
+                       w, nt, ns, np, zero, STRATA_MAX_TENSORS, STRATA_MAX_SCALARS,
+                       STRATA_MAX_PAYLOAD);
+    size_t need = encoded_bytes(nt, ns, np);
+    if (len != need)
         return st_fail(STRATA_EINVAL,
-                       "%s: truncated arguments: %zu bytes, %u tensors and %u scalars need %zu", w,
-                       len, nt, ns, need);
-    if (len > need)
-        return st_fail(STRATA_EINVAL,
-                       "%s: oversized arguments: %zu bytes, %u tensors and %u scalars need %zu", w,
-                       len, nt, ns, need);
+                       "%s: %s arguments: %zu bytes, %u tensors, %u scalars and %u payload bytes "
+                       "need %zu",
+                       w, len < need ? "truncated" : "oversized", len, nt, ns, np, need);
     const uint8_t *tags = buf + WIRE_HEADER;
     for (uint32_t i = 0; i < nt; i++)
         if (tags[i] > STRATA_NO_DEP)
             return st_fail(STRATA_EINVAL, "%s: bad arguments: tensor %u has tag %u", w, i,
                            (unsigned)tags[i]);
-    const uint8_t *tp = tags + tags_bytes(nt);
+    const uint8_t *types = tags + nt;
+    for (uint32_t i = 0; i < ns; i++)
+        if (types[i] >= STRATA_SCALAR_TYPE_COUNT)
+            return st_fail(STRATA_EINVAL, "%s: bad arguments: scalar %u has type %u", w, i,
+                           (unsigned)types[i]);
+    const uint8_t *tp = tags + type_bytes(nt, ns);
     out->ntensors = nt;
     out->nscalars = ns;
     out->invalid = 0;
-    out->pad_ = 0;
+    out->payload_bytes = np;
     memcpy(out->tags, tags, nt);
+    memcpy(out->scalar_types, types, ns);
     memcpy(out->tensors, tp, (size_t)nt * sizeof(strata_tensor));
     for (uint32_t i = 0; i < nt; i++) {
         int rc = check_tensor(&out->tensors[i], i, w);
         if (rc != STRATA_OK)
             return rc;
     }
-    memcpy(out->scalars, tp + (size_t)nt * sizeof(strata_tensor), (size_t)ns * sizeof(uint64_t));
+    const uint8_t *sp = tp + (size_t)nt * sizeof(strata_tensor);
+    memcpy(out->scalars, sp, (size_t)ns * sizeof(uint64_t));
+    memcpy(out->payload, sp + (size_t)ns * sizeof(uint64_t), np);
     return STRATA_OK;
 }

@@ -3,8 +3,11 @@
  * Owns: the encoding of a strata_task_args into a frame's payload and its
  * bounds-checked decoding. Layout (little-endian host order; parent and
  * child are the same binary):
- *   u32 ntensors, u32 nscalars, u8 tags[ntensors] padded to 8 bytes,
- *   strata_tensor tensors[ntensors], u64 scalars[nscalars]
+ *   u32 ntensors, u32 nscalars, u32 payload_bytes, u32 0,
+ *   u8 tags[ntensors] and u8 scalar_types[nscalars] padded together to 8 bytes,
+ *   strata_tensor tensors[ntensors], u64 scalars[nscalars], u8 payload[payload_bytes]
+ * The largest valid arguments (STRATA_MAX_TENSORS, _SCALARS, _PAYLOAD) take
+ * about 8.5 KiB and always fit ST_WIRE_ARGS_MAX, a frame's argument area.
  * Tensors carry their addresses as they are: host memory is shared at the
  * same address in every process of a worker (strata_buffer_create), device
  * memory is meaningful only in the chip's own process.
@@ -18,6 +21,10 @@
 #include <stdint.h>
 
 #include "strata/types.h"
+
+/* Bytes a frame's argument area holds (ipc/mailbox.h checks ST_MBOX_ARGS_CAP
+ * is at least this). */
+#define ST_WIRE_ARGS_MAX 16384u
 
 /* Bytes the encoding of a takes (0 if a is invalid: counts past the limits). */
 size_t st_wire_args_size(const strata_task_args *a);

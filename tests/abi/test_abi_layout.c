@@ -23,8 +23,9 @@
 static void limits_of_version_4(void **state) {
     (void)state;
     assert_int_equal(STRATA_MAX_RANK, 5);
-    assert_int_equal(STRATA_MAX_TENSORS, 16);
+    assert_int_equal(STRATA_MAX_TENSORS, 64);
     assert_int_equal(STRATA_MAX_SCALARS, 16);
+    assert_int_equal(STRATA_MAX_PAYLOAD, 256);
     assert_int_equal(STRATA_PROGRAM_NAME_MAX, 64);
     assert_int_equal(STRATA_KERNEL_MAX_ARGS, 32);
     assert_int_equal(STRATA_BACKEND_MAX_DEPTH, 2);
@@ -38,7 +39,8 @@ static void shared_plain_types_of_version_4(void **state) {
     assert_int_equal(sizeof(strata_buffer_id), 16);
     /* version 2: no internal field (holder_ is gone), the padding is named;
      * version 3: bodies and programs (and prepare) get a strata_task_view;
-     * version 4: the view ends with the worker index */
+     * version 4: 64 tensors, typed scalars and a payload per task; the view
+     * ends with the worker index */
     assert_int_equal(sizeof(strata_tensor), 128);
     assert_int_equal(alignof(strata_tensor), 8);
     assert_int_equal(offsetof(strata_tensor, ident), 24);
@@ -48,18 +50,23 @@ static void shared_plain_types_of_version_4(void **state) {
     assert_int_equal(sizeof(((strata_tensor *)0)->pad_), 5);
     assert_int_equal(offsetof(strata_tensor, shape), 48);
     assert_int_equal(offsetof(strata_tensor, strides), 88);
-    assert_int_equal(sizeof(strata_task_args), 2208);
+    assert_int_equal(sizeof(strata_task_args), 8672);
+    assert_int_equal(offsetof(strata_task_args, payload_bytes), 12);
     assert_int_equal(offsetof(strata_task_args, tags), 16);
-    assert_int_equal(offsetof(strata_task_args, scalars), 32);
-    assert_int_equal(offsetof(strata_task_args, pad_), 12);
-    assert_int_equal(offsetof(strata_task_args, tensors), 160);
-    assert_int_equal(sizeof(strata_task_view), 40);
-    assert_int_equal(offsetof(strata_task_view, worker), 32);
+    assert_int_equal(offsetof(strata_task_args, scalar_types), 80);
+    assert_int_equal(offsetof(strata_task_args, scalars), 96);
+    assert_int_equal(offsetof(strata_task_args, tensors), 224);
+    assert_int_equal(offsetof(strata_task_args, payload), 8416);
+    assert_int_equal(sizeof(strata_task_view), 56);
+    assert_int_equal(offsetof(strata_task_view, worker), 52);
     assert_int_equal(alignof(strata_task_view), 8);
     assert_int_equal(offsetof(strata_task_view, nscalars), 4);
     assert_int_equal(offsetof(strata_task_view, tags), 8);
     assert_int_equal(offsetof(strata_task_view, scalars), 16);
     assert_int_equal(offsetof(strata_task_view, tensors), 24);
+    assert_int_equal(offsetof(strata_task_view, scalar_types), 32);
+    assert_int_equal(offsetof(strata_task_view, payload), 40);
+    assert_int_equal(offsetof(strata_task_view, payload_bytes), 48);
     assert_int_equal(sizeof(strata_call_config), 8);
     assert_int_equal(offsetof(strata_call_config, flags), 4);
 }

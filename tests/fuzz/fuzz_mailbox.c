@@ -11,8 +11,8 @@
  * What it checks besides the sanitizers: a check either passes or fails with
  * EENDPOINT / ESTALE and a message; an identity check passes only if the
  * frame check passes; the error text comes back NUL-terminated; decoded
- * arguments keep every limit, re-encode to the same length, and decode again
- * to the same arguments.
+ * arguments keep every limit (counts, tags, scalar types, payload size),
+ * re-encode to the same length, and decode again to the same arguments.
  * Must never: keep state from one input to the next, or allocate beyond one
  * exact-size copy of the payload (so ASan sees an over-read).
  */
@@ -35,7 +35,10 @@ static st_mbox_frame frame; /* 64 KiB: static, reset per input */
 
 static void check_args(const strata_task_args *a) {
     CHECK(a->ntensors <= STRATA_MAX_TENSORS && a->nscalars <= STRATA_MAX_SCALARS);
+    CHECK(a->payload_bytes <= STRATA_MAX_PAYLOAD);
     CHECK(a->invalid == 0);
+    for (uint32_t i = 0; i < a->nscalars; i++)
+        CHECK(a->scalar_types[i] < STRATA_SCALAR_TYPE_COUNT);
     for (uint32_t i = 0; i < a->ntensors; i++) {
         const strata_tensor *t = &a->tensors[i];
         CHECK(a->tags[i] <= STRATA_NO_DEP);
@@ -64,6 +67,9 @@ static void decode(const uint8_t *bytes, size_t len) {
         CHECK(memcmp(b.tags, a.tags, a.ntensors) == 0);
         CHECK(memcmp(b.tensors, a.tensors, a.ntensors * sizeof(strata_tensor)) == 0);
         CHECK(memcmp(b.scalars, a.scalars, a.nscalars * sizeof(uint64_t)) == 0);
+        CHECK(memcmp(b.scalar_types, a.scalar_types, a.nscalars) == 0);
+        CHECK(b.payload_bytes == a.payload_bytes &&
+              memcmp(b.payload, a.payload, a.payload_bytes) == 0);
     } else {
         CHECK(rc == STRATA_EINVAL && strata_error_message()[0] != '\0');
     }

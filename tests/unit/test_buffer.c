@@ -1,13 +1,14 @@
 // label: concurrency
 /* tests/unit/test_buffer.c - buffers and task arguments (core/buffer.c,
- * include/strata/tensor.h).
+ * core/task_args.c, core/args_read.c, core/arg_items.c, include/strata/tensor.h).
  *
  * Owns: strata_buffer_create / _wrap / _destroy / _data / _size (zeroed
  * shared memory of the size asked, the caller's memory used and never freed,
  * a fresh identity per buffer, NULL and zero-size input), the refusal to
  * destroy a chip's device buffer, and the value semantics of strata_args_*
  * (copies, not references; the used part only; limits marking the args
- * invalid; accessors out of range). Submitting invalid args is the
+ * invalid; accessors out of range; typed scalars and their refusals outside
+ * a body; the payload; items into a builder). Submitting invalid args is the
  * orchestrator's (test_orchestrator.c); views are test_api_errors.c's.
  * Must never: assert on timing.
  */
@@ -377,6 +378,108 @@ static void null_arguments_to_args_calls_are_einval(void **state) {
     strata_worker_destroy(w);
 }
 
+/* Typed scalars keep their bits and their type; raw reads see the bits. */
+static void typed_scalars_read_back_as_the_type_they_were_added_as(void **state) {
+    (void)state;
+    strata_task_args a;
+    strata_args_init(&a);
+    assert_ok(strata_args_add_u64(&a, UINT64_MAX));
+    assert_ok(strata_args_add_i64(&a, INT64_MIN));
+    assert_ok(strata_args_add_f64(&a, -0.1));
+    assert_ok(strata_args_add_f32(&a, 3.5f));
+    assert_ok(strata_args_add_scalar(&a, 9));
+    const strata_task_view *v = VIEW(&a);
+    assert_true(strata_args_u64(v, 0) == UINT64_MAX);
+    assert_true(strata_args_i64(v, 1) == INT64_MIN);
+    assert_true(strata_args_f64(v, 2) == -0.1);
+    assert_true(strata_args_f32(v, 3) == 3.5f);
+    assert_true(strata_args_u64(v, 4) == 9); /* add_scalar is u64 */
+    double d = -0.1;
+    uint64_t bits;
+    memcpy(&bits, &d, sizeof bits);
+    assert_true(strata_args_scalar(v, 2) == bits);
+    assert_int_equal(v->scalar_types[1], STRATA_SCALAR_I64);
+}
+
+/* Outside a body a failed typed read returns 0 and says why, naming the
+ * index and both types (a body's task fails too: test_task_arguments.c). */
+static void a_typed_read_of_another_type_or_index_returns_0_and_says_why(void **state) {
+    (void)state;
+    strata_task_args a;
+    strata_args_init(&a);
+    assert_ok(strata_args_add_i64(&a, -4));
+    const strata_task_view *v = VIEW(&a);
+    st_clear_error();
+    assert_true(strata_args_f64(v, 0) == 0.0);
+    assert_message_mentions("strata_args_f64: scalar 0 is i64, not f64");
+    st_clear_error();
+    assert_true(strata_args_u64(v, 0) == 0);
+    assert_message_mentions("scalar 0 is i64, not u64");
+    st_clear_error();
+    assert_true(strata_args_i64(v, 1) == 0);
+    assert_message_mentions("strata_args_i64: scalar 1 does not exist: the task has 1");
+    st_clear_error();
+    assert_true(strata_args_f32(NULL, 0) == 0.0f);
+    assert_message_mentions("NULL");
+}
+
+/* One payload per task, 1..STRATA_MAX_PAYLOAD bytes, copied. */
+static void the_payload_is_copied_once_and_bounded(void **state) {
+    (void)state;
+    uint8_t bytes[STRATA_MAX_PAYLOAD + 1];
+    for (int i = 0; i < (int)sizeof bytes; i++)
+        bytes[i] = (uint8_t)(i * 3);
+    strata_task_args a;
+    strata_args_init(&a);
+    size_t n = 99;
+    assert_null(strata_args_payload(VIEW(&a), &n));
+    assert_int_equal(n, 0);
+    assert_ok(strata_args_set_payload(&a, bytes, STRATA_MAX_PAYLOAD));
+    bytes[0] = 0xff; /* copied: the change is not seen */
+    const void *p = strata_args_payload(VIEW(&a), &n);
+    assert_int_equal(n, STRATA_MAX_PAYLOAD);
+    assert_int_equal(((const uint8_t *)p)[0], 0);
+    assert_memory_equal((const uint8_t *)p + 1, bytes + 1, STRATA_MAX_PAYLOAD - 1);
+    assert_fails(STRATA_EINVAL, "already has a payload", strata_args_set_payload(&a, bytes, 1));
+    assert_true(a.invalid);
+    strata_args_init(&a);
+    assert_fails(STRATA_ECAPACITY, "257 bytes", strata_args_set_payload(&a, bytes, sizeof bytes));
+    assert_true(a.invalid);
+    strata_args_init(&a);
+    assert_fails(STRATA_EINVAL, "0 bytes", strata_args_set_payload(&a, bytes, 0));
+    strata_task_args b;
+    strata_args_init(&a);
+    assert_ok(strata_args_set_payload(&a, "xyz", 3));
+    strata_args_copy(&b, &a);
+    assert_int_equal(b.payload_bytes, 3);
+    assert_memory_equal(b.payload, "xyz", 3);
+}
+
+/* Items into a builder: the same result as the adds, errors by position. */
+static void items_fill_a_builder_as_the_adds_do(void **state) {
+    (void)state;
+    strata_tensor t;
+    memset(&t, 0, sizeof t);
+    t.rank = 1;
+    t.shape[0] = 4;
+    const strata_arg items[] = {STRATA_IN(t), STRATA_I64(-2), STRATA_F32(0.5f),
+                                STRATA_BYTES("ab", 2), STRATA_OUT(t)};
+    strata_task_args a;
+    strata_args_init(&a);
+    assert_ok(strata_args_add_items(&a, items, 5));
+    assert_int_equal(a.ntensors, 2);
+    assert_int_equal(a.tags[1], STRATA_OUT);
+    assert_int_equal(a.nscalars, 2);
+    assert_true(strata_args_i64(VIEW(&a), 0) == -2);
+    assert_true(strata_args_f32(VIEW(&a), 1) == 0.5f);
+    assert_int_equal(a.payload_bytes, 2);
+    const strata_arg bad[] = {STRATA_U64(1), STRATA_NEXT_MEMBER};
+    strata_args_init(&a);
+    assert_fails(STRATA_EINVAL, "argument 1: a member break", strata_args_add_items(&a, bad, 2));
+    assert_true(a.invalid);
+    assert_fails(STRATA_EINVAL, "must not be NULL", strata_args_add_items(&a, NULL, 1));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(create_gives_zeroed_memory_of_the_size_asked),
@@ -393,6 +496,10 @@ int main(void) {
         cmocka_unit_test(a_full_argument_list_refuses_more_and_marks_the_args_invalid),
         cmocka_unit_test(an_unknown_tag_is_refused_and_marks_the_args_invalid),
         cmocka_unit_test(null_arguments_to_args_calls_are_einval),
+        cmocka_unit_test(typed_scalars_read_back_as_the_type_they_were_added_as),
+        cmocka_unit_test(a_typed_read_of_another_type_or_index_returns_0_and_says_why),
+        cmocka_unit_test(the_payload_is_copied_once_and_bounded),
+        cmocka_unit_test(items_fill_a_builder_as_the_adds_do),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

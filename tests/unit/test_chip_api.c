@@ -382,11 +382,11 @@ static void submit_refuses_hand_written_args(void **state) {
     strata_chip_run *run = (strata_chip_run *)(void *)1;
     strata_args_init(&a);
     a.ntensors = STRATA_MAX_TENSORS + 1;
-    assert_fails(STRATA_EINVAL, "at most 16", strata_chip_submit(chip, prog, &a, NULL, &run));
+    assert_fails(STRATA_EINVAL, "at most 64", strata_chip_submit(chip, prog, &a, NULL, &run));
     assert_null(run);
     strata_args_init(&a);
     a.nscalars = STRATA_MAX_SCALARS + 1;
-    assert_fails(STRATA_EINVAL, "at most 16", strata_chip_submit(chip, prog, &a, NULL, &run));
+    assert_fails(STRATA_EINVAL, "at most 64", strata_chip_submit(chip, prog, &a, NULL, &run));
     strata_args_init(&a);
     strata_args_add_tensor(&a, &t, STRATA_IN);
     a.tensors[0].rank = STRATA_MAX_RANK + 1;

@@ -333,7 +333,7 @@ static void test_runtime_ids_name_their_allocation(void **state) {
     st_heap h;
     assert_ok(st_heap_init(&h, 4 * K));
     st_heap_ring *g = &h.rings[3];
-    g->head_seq = g->next_seq = ST_HEAP_MAX_SEQ - 1; /* as if after 2^51 allocations */
+    g->head_seq = g->next_seq = ST_HEAP_MAX_SEQ - 1; /* as if after 2^49 allocations */
     void *p;
     uint64_t last;
     assert_ok(st_heap_try_alloc(&h, 3, K, &p, &last));

@@ -785,13 +785,13 @@ static void body_too_many_tensors(strata_orch *o, fixture *f) {
     strata_args_init(&a);
     for (int i = 0; i < STRATA_MAX_TENSORS; i++) {
         strata_tensor t = i32_view(f, i, 1, 1);
-        PROBE(f, strata_args_add_tensor(&a, &t, STRATA_IN)); /* 0..15 */
+        PROBE(f, strata_args_add_tensor(&a, &t, STRATA_IN)); /* 0..63 */
     }
     strata_tensor extra = i32_view(f, 100, 1, 1);
-    PROBE(f, strata_args_add_tensor(&a, &extra, STRATA_IN));                /* 16 */
-    PROBE(f, a.invalid ? STRATA_OK : STRATA_EINVAL);                        /* 17 */
-    PROBE(f, a.ntensors == STRATA_MAX_TENSORS ? STRATA_OK : STRATA_EINVAL); /* 18 */
-    PROBE(f, strata_orch_submit_sub(o, f->t.count, &a));                    /* 19 */
+    PROBE(f, strata_args_add_tensor(&a, &extra, STRATA_IN));                /* 64 */
+    PROBE(f, a.invalid ? STRATA_OK : STRATA_EINVAL);                        /* 65 */
+    PROBE(f, a.ntensors == STRATA_MAX_TENSORS ? STRATA_OK : STRATA_EINVAL); /* 66 */
+    PROBE(f, strata_orch_submit_sub(o, f->t.count, &a));                    /* 67 */
 }
 
 static void too_many_tensors_invalidate_the_args_and_the_submit(void **state) {
@@ -800,10 +800,10 @@ static void too_many_tensors_invalidate_the_args_and_the_submit(void **state) {
     run_body(f, body_too_many_tensors);
     for (int i = 0; i < STRATA_MAX_TENSORS; i++)
         assert_probe(&f->pr, i, STRATA_OK, "");
-    assert_probe(&f->pr, 16, STRATA_ECAPACITY, "tensor arguments");
-    assert_probe(&f->pr, 17, STRATA_OK, "");
-    assert_probe(&f->pr, 18, STRATA_OK, "");
-    assert_probe(&f->pr, 19, STRATA_EINVAL, "invalid");
+    assert_probe(&f->pr, STRATA_MAX_TENSORS, STRATA_ECAPACITY, "more than 64 tensor arguments");
+    assert_probe(&f->pr, STRATA_MAX_TENSORS + 1, STRATA_OK, "");
+    assert_probe(&f->pr, STRATA_MAX_TENSORS + 2, STRATA_OK, "");
+    assert_probe(&f->pr, STRATA_MAX_TENSORS + 3, STRATA_EINVAL, "invalid");
     assert_int_equal(atomic_load(&f->t.counter), 0);
     destroy(f);
 }
