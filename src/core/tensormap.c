@@ -8,10 +8,27 @@
  * first; freed entries go on a free list, and reset simply rewinds the pool.
  * Must never: lock, or allocate except to grow an array by doubling.
  *
+ * Cells: a buffer's first entries sit in its general lists, which every
+ * lookup walks. When TMAP_GRID_AFTER of them have gathered, the buffer gets a
+ * grid: the byte span most of its newest entries have (the tile size of a
+ * tiled buffer) and the phase of one of them. From then on an entry whose
+ * byte range lies inside one cell of the grid is kept in that cell's lists,
+ * and a lookup, prune or insert walks only the cells its own range meets, so
+ * its cost follows the tiles a task touches, not the tiles alive in the
+ * buffer. Entries no cell holds (views spanning cells: a whole-buffer view,
+ * strided views over many tiles, irregular ranges) stay in the general
+ * lists, which are walked as before; general entries are offered to the
+ * cells again whenever their number doubles, and a buffer whose cells are
+ * all empty at that point chooses its grid anew. The cell array is indexed
+ * from the phase, grows by doubling and only as far as TMAP_CELLS_MIN or 4
+ * cells per entry of the buffer (further cells: general lists), so a tile
+ * far into a huge buffer cannot cost memory. Cell arrays stay with their key
+ * record's index across runs (reset costs nothing; no allocation once warm).
+ *
  * Dead entries (alive fn says 0) are dropped whenever a walk meets them, and
- * by a sweep over keys[] whenever nentries + nkeys doubles since the last
- * sweep; the sweep also forgets keys left without entries. IN lookups walk
- * the writer list only.
+ * by a sweep over keys[] (and their cells) whenever nentries + nkeys + cells
+ * doubles since the last sweep; the sweep also forgets keys left without
+ * entries. IN lookups walk the writer lists only.
  */
 #include "core/tensormap.h"
 
@@ -26,6 +43,10 @@
 #define TMAP_INIT_KEYS 512u
 #define TMAP_INIT_ENTRIES 1024u
 #define TMAP_SWEEP_MIN 1024u
+#define TMAP_GRID_AFTER 16u   /* general entries before a buffer gets a grid */
+#define TMAP_CELLS_MIN 16384u /* cells a buffer may always have (128 KiB) */
+#define TMAP_CELLS_MAX (1u << 30)
+#define TMAP_NO_SHIFT 0xffu /* grid is not a power of two: divide */
 
 static inline uint64_t fmix64(uint64_t x) {
     x ^= x >> 33;
@@ -54,7 +75,7 @@ int st_tmap_init(st_tensormap *m) {
     memset(m, 0, sizeof *m);
     if (!(m->slots = st_calloc(TMAP_INIT_SLOTS, sizeof *m->slots)))
         return init_failed(m, "the tensor map's index", TMAP_INIT_SLOTS * sizeof *m->slots);
-    if (!(m->keys = st_malloc(TMAP_INIT_KEYS * sizeof *m->keys)))
+    if (!(m->keys = st_calloc(TMAP_INIT_KEYS, sizeof *m->keys)))
         return init_failed(m, "the tensor map's keys", TMAP_INIT_KEYS * sizeof *m->keys);
     if (!(m->pool = st_malloc(TMAP_INIT_ENTRIES * sizeof *m->pool)))
         return init_failed(m, "the tensor map's entries", TMAP_INIT_ENTRIES * sizeof *m->pool);
@@ -68,6 +89,8 @@ int st_tmap_init(st_tensormap *m) {
 }
 
 void st_tmap_destroy(st_tensormap *m) {
+    for (uint32_t r = 0; m->keys && r < m->keys_cap; r++)
+        st_free(m->keys[r].cells);
     st_free(m->slots);
     st_free(m->keys);
     st_free(m->pool);
@@ -82,6 +105,7 @@ void st_tmap_reset(st_tensormap *m) {
     }
     m->nused = 0;
     m->nkeys = 0;
+    m->ncells = 0;
     m->pool_used = 0;
     m->free_head = ST_TMAP_NIL;
     m->nentries = 0;
@@ -163,10 +187,12 @@ static uint32_t get_or_create(st_tensormap *m, const strata_buffer_id *key) {
         find(m, key, &pos);
     }
     if (m->nkeys == m->keys_cap) {
+        uint32_t old_cap = m->keys_cap;
         st_tmap_key *nk = st_grow(m->keys, &m->keys_cap, m->nkeys + 1, sizeof *nk, 1, NULL,
                                   "the tensor map's keys");
         if (!nk)
             return ST_TMAP_NIL;
+        memset(nk + old_cap, 0, (size_t)(m->keys_cap - old_cap) * sizeof *nk); /* no cells */
         m->keys = nk;
     }
     st_tmap_slot *s = &m->slots[pos];
@@ -176,8 +202,12 @@ static uint32_t get_or_create(st_tensormap *m, const strata_buffer_id *key) {
     m->nused++;
     st_tmap_key *k = &m->keys[r];
     k->slot = pos;
-    k->writers = k->readers = ST_TMAP_NIL;
-    k->nwriters = k->nreaders = 0;
+    k->general.writers = k->general.readers = ST_TMAP_NIL;
+    k->ngeneral = k->ncelled = 0;
+    k->migrate_at = TMAP_GRID_AFTER;
+    k->ncells = 0; /* the cells the record's previous keys left are stale */
+    k->grid = k->phase = 0;
+    k->shift = TMAP_NO_SHIFT;
     return r;
 }
 
@@ -198,10 +228,15 @@ static void remove_key(st_tensormap *m, uint32_t r) {
     }
     m->slots[hole].epoch = m->epoch - 1; /* any other stamp means empty (epoch is never 0) */
     m->nused--;
+    m->ncells -= m->keys[r].ncells;
     uint32_t last = --m->nkeys;
-    if (r != last) {
+    if (r != last) { /* the cell arrays swap places: each stays owned by one record */
+        st_tmap_lists *cells = m->keys[r].cells;
+        uint32_t cells_cap = m->keys[r].cells_cap;
         m->keys[r] = m->keys[last];
         m->slots[m->keys[r].slot].rec = r;
+        m->keys[last].cells = cells;
+        m->keys[last].cells_cap = cells_cap;
     }
 }
 
@@ -291,7 +326,8 @@ static int entry_covered(const st_tensormap *m, uint32_t e, const st_footprint *
     return st_footprint_covers(cover, entry_fp(m, e, &tmp));
 }
 
-/* Drop the dead entries of one list (and, with cover != NULL, those cover covers). */
+/* Drop the dead entries of one list (and, with cover != NULL, those cover
+ * covers); *count is the number of entries of the lists it belongs to. */
 static void prune(st_tensormap *m, uint32_t *head, uint32_t *count, const st_footprint *cover) {
     uint32_t *link = head;
     while (*link != ST_TMAP_NIL) {
@@ -307,23 +343,188 @@ static void prune(st_tensormap *m, uint32_t *head, uint32_t *count, const st_foo
     }
 }
 
+/* ---- cells ------------------------------------------------------------------ */
+
+/* The cell holding byte `off` (off >= phase). */
+static inline uint64_t cell_at(const st_tmap_key *k, uint64_t off) {
+    uint64_t rel = off - k->phase;
+    return k->shift != TMAP_NO_SHIFT ? rel >> k->shift : rel / k->grid;
+}
+
+/* The valid cells [*c0, *c1] whose entries may meet the byte range [lo, hi);
+ * 0 if there are none. An empty range is taken as its first byte (the entry
+ * tests treat it so too). */
+static inline int cell_span(const st_tmap_key *k, uint64_t lo, uint64_t hi, uint32_t *c0,
+                            uint32_t *c1) {
+    if (!k->grid)
+        return 0;
+    if (hi <= lo)
+        hi = lo == UINT64_MAX ? lo : lo + 1;
+    if (hi <= k->phase || hi <= lo)
+        return 0;
+    uint64_t a = lo < k->phase ? 0 : cell_at(k, lo);
+    if (a >= k->ncells)
+        return 0;
+    uint64_t b = cell_at(k, hi - 1);
+    *c0 = (uint32_t)a;
+    *c1 = b < k->ncells ? (uint32_t)b : k->ncells - 1;
+    return 1;
+}
+
+/* Make cells [0, c] valid, if the buffer's entries allow that many. Growth
+ * that fails leaves the entry in the general lists: correct, only slower. */
+static int grow_cells(st_tensormap *m, st_tmap_key *k, uint64_t c) {
+    uint64_t allowed = 4 * ((uint64_t)k->ngeneral + k->ncelled + 1);
+    allowed = allowed < TMAP_CELLS_MIN ? TMAP_CELLS_MIN : allowed;
+    allowed = allowed > TMAP_CELLS_MAX ? TMAP_CELLS_MAX : allowed;
+    if (c >= allowed)
+        return 0;
+    uint64_t want = 2 * (uint64_t)k->ncells < allowed ? 2 * (uint64_t)k->ncells : allowed;
+    uint32_t n = (uint32_t)(want > c + 1 ? want : c + 1);
+    if (n > k->cells_cap) {
+        size_t bytes = 0;
+        st_tmap_lists *nc = st_grow_raw(k->cells, &k->cells_cap, n, sizeof *nc, 64, NULL, &bytes);
+        if (!nc)
+            return 0;
+        k->cells = nc;
+    }
+    memset(k->cells + k->ncells, 0xff, (size_t)(n - k->ncells) * sizeof *k->cells); /* NIL */
+    m->ncells += n - k->ncells;
+    k->ncells = n;
+    return 1;
+}
+
+/* The cell that wholly holds the byte range [lo, hi), made valid if needed;
+ * NIL when none does (no grid, an empty range, a range across cells, or
+ * too far into the buffer). */
+static uint32_t home_cell(st_tensormap *m, st_tmap_key *k, uint64_t lo, uint64_t hi) {
+    if (!k->grid || hi <= lo || lo < k->phase)
+        return ST_TMAP_NIL;
+    uint64_t c = cell_at(k, lo);
+    if (cell_at(k, hi - 1) != c)
+        return ST_TMAP_NIL;
+    if (c >= k->ncells && !grow_cells(m, k, c))
+        return ST_TMAP_NIL;
+    return (uint32_t)c;
+}
+
+/* The grid of a buffer whose cells are empty: the byte span most of its
+ * newest general entries share (ties: the smaller), phased on one of them. */
+static void choose_grid(st_tensormap *m, st_tmap_key *k) {
+    uint64_t span[TMAP_GRID_AFTER], lo[TMAP_GRID_AFTER];
+    uint32_t n = 0;
+    uint32_t heads[2] = {k->general.writers, k->general.readers};
+    for (int l = 0; l < 2; l++)
+        for (uint32_t e = heads[l]; e != ST_TMAP_NIL && n < TMAP_GRID_AFTER; e = m->pool[e].next)
+            if (m->pool[e].hi > m->pool[e].lo) {
+                span[n] = m->pool[e].hi - m->pool[e].lo;
+                lo[n++] = m->pool[e].lo;
+            }
+    uint32_t best = n, best_votes = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t votes = 0;
+        for (uint32_t j = 0; j < n; j++)
+            votes += span[j] == span[i];
+        if (votes > best_votes || (votes == best_votes && span[i] < span[best]))
+            best = i, best_votes = votes;
+    }
+    if (best == n)
+        return; /* only empty entries: no grid yet */
+    k->grid = span[best];
+    k->phase = lo[best] % k->grid;
+    k->shift = TMAP_NO_SHIFT;
+    if ((k->grid & (k->grid - 1)) == 0)
+        k->shift = (uint8_t)__builtin_ctzll(k->grid);
+}
+
+/* Move the entries of one general list that a cell holds into that cell's
+ * list of the same kind (`readers` says which), keeping newest first, and
+ * drop the dead ones. */
+static void migrate_list(st_tensormap *m, st_tmap_key *k, int readers) {
+    uint32_t *head = readers ? &k->general.readers : &k->general.writers;
+    uint32_t rev = ST_TMAP_NIL; /* the list reversed: oldest first */
+    for (uint32_t e = *head, next; e != ST_TMAP_NIL; e = next) {
+        next = m->pool[e].next;
+        m->pool[e].next = rev;
+        rev = e;
+    }
+    *head = ST_TMAP_NIL;
+    for (uint32_t e = rev, next; e != ST_TMAP_NIL; e = next) {
+        st_tmap_entry *en = &m->pool[e];
+        next = en->next;
+        if (is_dead(m, en->ref)) {
+            free_entry(m, e);
+            k->ngeneral--;
+            continue;
+        }
+        uint32_t c = home_cell(m, k, en->lo, en->hi);
+        uint32_t *to = head;
+        if (c != ST_TMAP_NIL) {
+            to = readers ? &k->cells[c].readers : &k->cells[c].writers;
+            k->ngeneral--;
+            k->ncelled++;
+        }
+        en->next = *to;
+        *to = e;
+    }
+}
+
+/* Whenever the general entries have doubled: a grid if the cells are empty,
+ * then every general entry a cell holds moves there. Amortised O(1) an entry. */
+static void maybe_migrate(st_tensormap *m, st_tmap_key *k) {
+    if (k->ngeneral < k->migrate_at)
+        return;
+    if (k->ncelled == 0)
+        choose_grid(m, k);
+    if (k->grid) {
+        migrate_list(m, k, 0);
+        migrate_list(m, k, 1);
+    }
+    uint64_t next = 2 * (uint64_t)k->ngeneral;
+    k->migrate_at = next < TMAP_GRID_AFTER ? TMAP_GRID_AFTER
+                    : next > UINT32_MAX    ? UINT32_MAX
+                                           : (uint32_t)next;
+}
+
+/* Drop the entries of key k that cover covers (and the dead ones met):
+ * the general lists, and the cells cover's range meets. */
+static void prune_covered(st_tensormap *m, st_tmap_key *k, const st_footprint *cover) {
+    prune(m, &k->general.writers, &k->ngeneral, cover);
+    prune(m, &k->general.readers, &k->ngeneral, cover);
+    uint32_t c0, c1;
+    if (!cell_span(k, cover->lo, cover->hi, &c0, &c1))
+        return;
+    for (uint32_t c = c0; c <= c1; c++) {
+        prune(m, &k->cells[c].writers, &k->ncelled, cover);
+        prune(m, &k->cells[c].readers, &k->ncelled, cover);
+    }
+}
+
+/* ---- sweeps ----------------------------------------------------------------- */
+
 static void sweep(st_tensormap *m) {
     /* downwards: remove_key moves an already swept record into the hole */
     for (uint32_t r = m->nkeys; r-- > 0;) {
         st_tmap_key *k = &m->keys[r];
-        prune(m, &k->writers, &k->nwriters, NULL);
-        prune(m, &k->readers, &k->nreaders, NULL);
-        if (k->writers == ST_TMAP_NIL && k->readers == ST_TMAP_NIL)
+        prune(m, &k->general.writers, &k->ngeneral, NULL);
+        prune(m, &k->general.readers, &k->ngeneral, NULL);
+        for (uint32_t c = 0; k->ncelled && c < k->ncells; c++) {
+            prune(m, &k->cells[c].writers, &k->ncelled, NULL);
+            prune(m, &k->cells[c].readers, &k->ncelled, NULL);
+        }
+        if (k->ngeneral == 0 && k->ncelled == 0)
             remove_key(m, r);
     }
-    size_t items = m->nentries + m->nkeys;
+    size_t items = m->nentries + m->nkeys + m->ncells;
     m->sweep_at = items * 2 > TMAP_SWEEP_MIN ? items * 2 : TMAP_SWEEP_MIN;
 }
 
 static inline void maybe_sweep(st_tensormap *m) {
-    if (m->nentries + m->nkeys >= m->sweep_at)
+    if (m->nentries + m->nkeys + m->ncells >= m->sweep_at)
         sweep(m);
 }
+
+/* ---- lookups ---------------------------------------------------------------- */
 
 static int scan(st_tensormap *m, uint32_t *head, uint32_t *count, const st_footprint *fp,
                 st_tmap_visit_fn visit, void *ctx) {
@@ -332,8 +533,8 @@ static int scan(st_tensormap *m, uint32_t *head, uint32_t *count, const st_footp
         uint32_t e = *link;
         st_tmap_entry *en = &m->pool[e];
         /* Disjoint byte ranges first: the cheap test spares the liveness check
-         * (a slot access) for the many tiles of one buffer that cannot
-         * matter; dead ones among them go at the next prune or sweep. */
+         * (a slot access) for entries that cannot matter; dead ones among
+         * them go at the next prune or sweep. */
         if (en->hi <= fp->lo || fp->hi <= en->lo) {
             link = &en->next;
             continue;
@@ -354,6 +555,14 @@ static int scan(st_tensormap *m, uint32_t *head, uint32_t *count, const st_footp
     return 0;
 }
 
+static int scan_lists(st_tensormap *m, st_tmap_lists *l, uint32_t *count, const st_footprint *fp,
+                      int include_readers, st_tmap_visit_fn visit, void *ctx) {
+    int rc = scan(m, &l->writers, count, fp, visit, ctx);
+    if (rc == 0 && include_readers)
+        rc = scan(m, &l->readers, count, fp, visit, ctx);
+    return rc;
+}
+
 /* ---- public operations ------------------------------------------------------ */
 
 int st_tmap_lookup(st_tensormap *m, const strata_buffer_id *key, const st_footprint *fp,
@@ -363,9 +572,12 @@ int st_tmap_lookup(st_tensormap *m, const strata_buffer_id *key, const st_footpr
     if (r == ST_TMAP_NIL)
         return 0;
     st_tmap_key *k = &m->keys[r];
-    int rc = scan(m, &k->writers, &k->nwriters, fp, visit, ctx);
-    if (rc == 0 && include_readers)
-        rc = scan(m, &k->readers, &k->nreaders, fp, visit, ctx);
+    int rc = scan_lists(m, &k->general, &k->ngeneral, fp, include_readers, visit, ctx);
+    uint32_t c0, c1;
+    if (rc || !cell_span(k, fp->lo, fp->hi, &c0, &c1))
+        return rc;
+    for (uint32_t c = c0; c <= c1 && rc == 0; c++)
+        rc = scan_lists(m, &k->cells[c], &k->ncelled, fp, include_readers, visit, ctx);
     return rc;
 }
 
@@ -385,20 +597,38 @@ static void push(st_tensormap *m, uint32_t *head, uint32_t *count, uint32_t e,
     m->nentries++;
 }
 
+/* The lists a new entry of fp's range goes to, and their count. */
+static st_tmap_lists *home_lists(st_tensormap *m, st_tmap_key *k, const st_footprint *fp,
+                                 uint32_t **count) {
+    uint32_t c = home_cell(m, k, fp->lo, fp->hi);
+    if (c == ST_TMAP_NIL) {
+        *count = &k->ngeneral;
+        return &k->general;
+    }
+    *count = &k->ncelled;
+    return &k->cells[c];
+}
+
+/* After an insert: migration may move entries of k; a sweep may move k. */
+static void after_insert(st_tensormap *m, st_tmap_key *k) {
+    maybe_migrate(m, k);
+    maybe_sweep(m);
+}
+
 int st_tmap_insert_writer(st_tensormap *m, const strata_buffer_id *key, const st_footprint *fp,
                           uint64_t ref, uint32_t argpos) {
     uint32_t r = get_or_create(m, key);
     if (r == ST_TMAP_NIL)
         return STRATA_ENOMEM;
     st_tmap_key *k = &m->keys[r];
-    prune(m, &k->writers, &k->nwriters, fp);
-    prune(m, &k->readers, &k->nreaders, fp);
+    prune_covered(m, k, fp);
     uint32_t e = alloc_entry(m);
     if (e == ST_TMAP_NIL)
         return STRATA_ENOMEM;
-    k = &m->keys[r];
-    push(m, &k->writers, &k->nwriters, e, fp, ref, argpos);
-    maybe_sweep(m);
+    uint32_t *count;
+    st_tmap_lists *l = home_lists(m, k, fp, &count);
+    push(m, &l->writers, count, e, fp, ref, argpos);
+    after_insert(m, k);
     return STRATA_OK;
 }
 
@@ -408,25 +638,29 @@ int st_tmap_insert_reader(st_tensormap *m, const strata_buffer_id *key, const st
     if (r == ST_TMAP_NIL)
         return STRATA_ENOMEM;
     st_tmap_key *k = &m->keys[r];
-    while (k->readers != ST_TMAP_NIL && is_dead(m, m->pool[k->readers].ref)) {
-        uint32_t e = k->readers;
-        k->readers = m->pool[e].next;
-        k->nreaders--;
+    uint32_t *count;
+    st_tmap_lists *l = home_lists(m, k, fp, &count);
+    while (l->readers != ST_TMAP_NIL && is_dead(m, m->pool[l->readers].ref)) {
+        uint32_t e = l->readers;
+        l->readers = m->pool[e].next;
+        (*count)--;
         free_entry(m, e);
     }
-    if (k->readers != ST_TMAP_NIL) {
-        const st_tmap_entry *newest = &m->pool[k->readers];
+    /* An identical newest reader of the same lists: an identical reader would
+     * live in the same lists, so this is never weaker than the buffer's
+     * newest reader. */
+    if (l->readers != ST_TMAP_NIL) {
+        const st_tmap_entry *newest = &m->pool[l->readers];
         int same =
             newest->ref == ref && newest->lo == fp->lo && newest->hi == fp->hi &&
-            (m->fp_fn ? newest->argpos == argpos : st_footprint_equal(&m->fps[k->readers], fp));
+            (m->fp_fn ? newest->argpos == argpos : st_footprint_equal(&m->fps[l->readers], fp));
         if (same)
             return STRATA_OK;
     }
     uint32_t e = alloc_entry(m);
     if (e == ST_TMAP_NIL)
         return STRATA_ENOMEM;
-    k = &m->keys[r];
-    push(m, &k->readers, &k->nreaders, e, fp, ref, argpos);
-    maybe_sweep(m);
+    push(m, &l->readers, count, e, fp, ref, argpos);
+    after_insert(m, k);
     return STRATA_OK;
 }

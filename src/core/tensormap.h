@@ -49,10 +49,26 @@ typedef struct st_tmap_slot { /* open-addressing index (linear probing) */
     uint32_t rec;   /* index into keys[] */
 } st_tmap_slot;
 
-typedef struct st_tmap_key { /* one buffer identity of the current run */
+typedef struct st_tmap_lists { /* list heads, newest first */
+    uint32_t writers, readers;
+} st_tmap_lists;
+
+/* One buffer identity of the current run. Its entries are in `general`, or,
+ * once the buffer holds many, in the cell of a regular grid over its bytes
+ * that wholly holds their byte range: cell c is [phase + c * grid,
+ * phase + (c + 1) * grid). A lookup then walks only the cells its footprint's
+ * range meets (see tensormap.c). */
+typedef struct st_tmap_key {
     uint32_t slot;
-    uint32_t writers, readers; /* list heads, newest first */
-    uint32_t nwriters, nreaders;
+    st_tmap_lists general;      /* entries held by no cell */
+    uint32_t ngeneral, ncelled; /* entries in general / in cells */
+    uint32_t migrate_at;        /* move general entries into cells when ngeneral reaches it */
+    uint32_t ncells;            /* cells[0, ncells) are valid this run (empty while grid is 0) */
+    uint32_t cells_cap;         /* cells stay with the record index across runs */
+    uint8_t shift;              /* log2(grid) when grid is a power of two */
+    uint64_t grid;              /* cell bytes; 0: no grid yet */
+    uint64_t phase;             /* < grid */
+    st_tmap_lists *cells;
 } st_tmap_key;
 
 typedef struct st_tensormap {
@@ -62,6 +78,7 @@ typedef struct st_tensormap {
     uint32_t nused;
     st_tmap_key *keys; /* dense array of the current run's keys */
     uint32_t nkeys, keys_cap;
+    size_t ncells;       /* cells valid this run, all keys together (sweeps walk them) */
     st_tmap_entry *pool; /* entries: [0, pool_used) handed out, free ones chained */
     uint32_t pool_used, pool_cap, free_head;
     size_t nentries; /* entries stored */
