@@ -333,6 +333,7 @@ static void prune(st_tensormap *m, uint32_t *head, uint32_t *count, const st_foo
     while (*link != ST_TMAP_NIL) {
         uint32_t e = *link;
         st_tmap_entry *en = &m->pool[e];
+        m->walked++;
         if (is_dead(m, en->ref) || (cover && entry_covered(m, e, cover))) {
             *link = en->next;
             free_entry(m, e);
@@ -352,15 +353,10 @@ static inline uint64_t cell_at(const st_tmap_key *k, uint64_t off) {
 }
 
 /* The valid cells [*c0, *c1] whose entries may meet the byte range [lo, hi);
- * 0 if there are none. An empty range is taken as its first byte (the entry
- * tests treat it so too). */
+ * 0 if there are none. */
 static inline int cell_span(const st_tmap_key *k, uint64_t lo, uint64_t hi, uint32_t *c0,
                             uint32_t *c1) {
-    if (!k->grid)
-        return 0;
-    if (hi <= lo)
-        hi = lo == UINT64_MAX ? lo : lo + 1;
-    if (hi <= k->phase || hi <= lo)
+    if (!k->grid || hi <= lo || hi <= k->phase)
         return 0;
     uint64_t a = lo < k->phase ? 0 : cell_at(k, lo);
     if (a >= k->ncells)
@@ -532,6 +528,7 @@ static int scan(st_tensormap *m, uint32_t *head, uint32_t *count, const st_footp
     while (*link != ST_TMAP_NIL) {
         uint32_t e = *link;
         st_tmap_entry *en = &m->pool[e];
+        m->walked++;
         /* Disjoint byte ranges first: the cheap test spares the liveness check
          * (a slot access) for entries that cannot matter; dead ones among
          * them go at the next prune or sweep. */
@@ -567,6 +564,8 @@ static int scan_lists(st_tensormap *m, st_tmap_lists *l, uint32_t *count, const 
 
 int st_tmap_lookup(st_tensormap *m, const strata_buffer_id *key, const st_footprint *fp,
                    int include_readers, st_tmap_visit_fn visit, void *ctx) {
+    if (fp->hi <= fp->lo)
+        return 0; /* a view without bytes meets nothing */
     uint32_t pos = 0;
     uint32_t r = find(m, key, &pos);
     if (r == ST_TMAP_NIL)
@@ -617,6 +616,8 @@ static void after_insert(st_tensormap *m, st_tmap_key *k) {
 
 int st_tmap_insert_writer(st_tensormap *m, const strata_buffer_id *key, const st_footprint *fp,
                           uint64_t ref, uint32_t argpos) {
+    if (fp->hi <= fp->lo)
+        return STRATA_OK; /* writes no byte: nothing will wait for it */
     uint32_t r = get_or_create(m, key);
     if (r == ST_TMAP_NIL)
         return STRATA_ENOMEM;
@@ -634,6 +635,8 @@ int st_tmap_insert_writer(st_tensormap *m, const strata_buffer_id *key, const st
 
 int st_tmap_insert_reader(st_tensormap *m, const strata_buffer_id *key, const st_footprint *fp,
                           uint64_t ref, uint32_t argpos) {
+    if (fp->hi <= fp->lo)
+        return STRATA_OK; /* reads no byte: no writer will wait for it */
     uint32_t r = get_or_create(m, key);
     if (r == ST_TMAP_NIL)
         return STRATA_ENOMEM;

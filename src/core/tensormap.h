@@ -4,8 +4,10 @@
  * recorded since, each a task reference plus the footprint it touched.
  * IN waits for the last writer(s) of overlapping bytes; OUT / INOUT /
  * OUT_EXISTING wait for the last writers and every reader since, then become
- * the writer. The engine does the lookup and then the insert; this module
- * only stores and finds.
+ * the writer. A view without bytes meets nothing and is not stored. The
+ * engine does the lookup and then the insert; this module only stores and
+ * finds. A lookup's cost follows the entries in the cells of its byte range
+ * (tiles of one buffer), not every entry of the buffer (tensormap.c).
  * Must never: lock (the engine calls it under its own lock), malloc on the
  * common path (entries come from a pooled free list, tables grow by
  * doubling), walk the whole table on reset, or hand a lookup an entry whose
@@ -82,7 +84,8 @@ typedef struct st_tensormap {
     st_tmap_entry *pool; /* entries: [0, pool_used) handed out, free ones chained */
     uint32_t pool_used, pool_cap, free_head;
     size_t nentries; /* entries stored */
-    size_t sweep_at; /* sweep for dead entries when nentries + nkeys reaches this */
+    size_t sweep_at; /* sweep for dead entries when nentries + nkeys + ncells reaches this */
+    uint64_t walked; /* entries lookups and prunes looked at, ever (tests read it) */
     st_tmap_alive_fn alive;
     void *alive_ctx;
     st_tmap_fp_fn fp_fn; /* NULL: full footprints are kept in fps[] instead */
