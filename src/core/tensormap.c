@@ -393,7 +393,7 @@ static int grow_cells(st_tensormap *m, st_tmap_key *k, uint64_t c) {
 /* The cell that wholly holds the byte range [lo, hi), made valid if needed;
  * NIL when none does (no grid, an empty range, a range across cells, or
  * too far into the buffer). */
-static uint32_t home_cell(st_tensormap *m, st_tmap_key *k, uint64_t lo, uint64_t hi) {
+static inline uint32_t home_cell(st_tensormap *m, st_tmap_key *k, uint64_t lo, uint64_t hi) {
     if (!k->grid || hi <= lo || lo < k->phase)
         return ST_TMAP_NIL;
     uint64_t c = cell_at(k, lo);
@@ -465,11 +465,9 @@ static void migrate_list(st_tensormap *m, st_tmap_key *k, int readers) {
     }
 }
 
-/* Whenever the general entries have doubled: a grid if the cells are empty,
- * then every general entry a cell holds moves there. Amortised O(1) an entry. */
-static void maybe_migrate(st_tensormap *m, st_tmap_key *k) {
-    if (k->ngeneral < k->migrate_at)
-        return;
+/* Once the general entries have doubled: a grid if the cells are empty, then
+ * every general entry a cell holds moves there. Amortised O(1) an entry. */
+static void migrate(st_tensormap *m, st_tmap_key *k) {
     if (k->ncelled == 0)
         choose_grid(m, k);
     if (k->grid) {
@@ -484,16 +482,21 @@ static void maybe_migrate(st_tensormap *m, st_tmap_key *k) {
 
 /* Drop the entries of key k that cover covers (and the dead ones met):
  * the general lists, and the cells cover's range meets. */
-static void prune_covered(st_tensormap *m, st_tmap_key *k, const st_footprint *cover) {
-    prune(m, &k->general.writers, &k->ngeneral, cover);
-    prune(m, &k->general.readers, &k->ngeneral, cover);
+static inline void prune_lists(st_tensormap *m, st_tmap_lists *l, uint32_t *count,
+                               const st_footprint *cover) {
+    if (l->writers != ST_TMAP_NIL)
+        prune(m, &l->writers, count, cover);
+    if (l->readers != ST_TMAP_NIL)
+        prune(m, &l->readers, count, cover);
+}
+
+static inline void prune_covered(st_tensormap *m, st_tmap_key *k, const st_footprint *cover) {
+    prune_lists(m, &k->general, &k->ngeneral, cover);
     uint32_t c0, c1;
     if (!cell_span(k, cover->lo, cover->hi, &c0, &c1))
         return;
-    for (uint32_t c = c0; c <= c1; c++) {
-        prune(m, &k->cells[c].writers, &k->ncelled, cover);
-        prune(m, &k->cells[c].readers, &k->ncelled, cover);
-    }
+    for (uint32_t c = c0; c <= c1; c++)
+        prune_lists(m, &k->cells[c], &k->ncelled, cover);
 }
 
 /* ---- sweeps ----------------------------------------------------------------- */
@@ -502,12 +505,9 @@ static void sweep(st_tensormap *m) {
     /* downwards: remove_key moves an already swept record into the hole */
     for (uint32_t r = m->nkeys; r-- > 0;) {
         st_tmap_key *k = &m->keys[r];
-        prune(m, &k->general.writers, &k->ngeneral, NULL);
-        prune(m, &k->general.readers, &k->ngeneral, NULL);
-        for (uint32_t c = 0; k->ncelled && c < k->ncells; c++) {
-            prune(m, &k->cells[c].writers, &k->ncelled, NULL);
-            prune(m, &k->cells[c].readers, &k->ncelled, NULL);
-        }
+        prune_lists(m, &k->general, &k->ngeneral, NULL);
+        for (uint32_t c = 0; k->ncelled && c < k->ncells; c++)
+            prune_lists(m, &k->cells[c], &k->ncelled, NULL);
         if (k->ngeneral == 0 && k->ncelled == 0)
             remove_key(m, r);
     }
@@ -552,10 +552,14 @@ static int scan(st_tensormap *m, uint32_t *head, uint32_t *count, const st_footp
     return 0;
 }
 
-static int scan_lists(st_tensormap *m, st_tmap_lists *l, uint32_t *count, const st_footprint *fp,
-                      int include_readers, st_tmap_visit_fn visit, void *ctx) {
-    int rc = scan(m, &l->writers, count, fp, visit, ctx);
-    if (rc == 0 && include_readers)
+/* Empty lists (most cells, most general lists of a tiled buffer) cost no call. */
+static inline int scan_lists(st_tensormap *m, st_tmap_lists *l, uint32_t *count,
+                             const st_footprint *fp, int include_readers, st_tmap_visit_fn visit,
+                             void *ctx) {
+    int rc = 0;
+    if (l->writers != ST_TMAP_NIL)
+        rc = scan(m, &l->writers, count, fp, visit, ctx);
+    if (rc == 0 && include_readers && l->readers != ST_TMAP_NIL)
         rc = scan(m, &l->readers, count, fp, visit, ctx);
     return rc;
 }
@@ -609,8 +613,9 @@ static st_tmap_lists *home_lists(st_tensormap *m, st_tmap_key *k, const st_footp
 }
 
 /* After an insert: migration may move entries of k; a sweep may move k. */
-static void after_insert(st_tensormap *m, st_tmap_key *k) {
-    maybe_migrate(m, k);
+static inline void after_insert(st_tensormap *m, st_tmap_key *k) {
+    if (k->ngeneral >= k->migrate_at)
+        migrate(m, k);
     maybe_sweep(m);
 }
 
