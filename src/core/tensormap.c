@@ -10,8 +10,9 @@
  *
  * Cells: a buffer's first entries sit in its general lists, which every
  * lookup walks. When TMAP_GRID_AFTER of them have gathered, the buffer gets a
- * grid: the byte span most of its newest entries have (the tile size of a
- * tiled buffer) and the phase of one of them. From then on an entry whose
+ * grid: the cell size and phase under which most of its newest entries lie
+ * inside one cell (the tile size of a tiled buffer; for 2-D tiles of a
+ * matrix, a row of tiles; see choose_grid). From then on an entry whose
  * byte range lies inside one cell of the grid is kept in that cell's lists,
  * and a lookup, prune or insert walks only the cells its own range meets, so
  * its cost follows the tiles a task touches, not the tiles alive in the
@@ -404,33 +405,73 @@ static inline uint32_t home_cell(st_tensormap *m, st_tmap_key *k, uint64_t lo, u
     return (uint32_t)c;
 }
 
-/* The grid of a buffer whose cells are empty: the byte span most of its
- * newest general entries share (ties: the smaller), phased on one of them. */
+/* How well (grid, phase) spreads the n nonempty ranges [lo, hi): the cells
+ * holding at least one of them wholly, then how many it holds (one cell
+ * holding them all would spare no lookup anything). */
+static uint32_t grid_score(const uint64_t *lo, const uint64_t *hi, uint32_t n, uint64_t grid,
+                           uint64_t phase) {
+    uint64_t cell[TMAP_GRID_AFTER];
+    uint32_t held = 0, distinct = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        if (lo[i] < phase || (lo[i] - phase) / grid != (hi[i] - 1 - phase) / grid)
+            continue;
+        uint64_t c = (lo[i] - phase) / grid;
+        uint32_t seen = 0;
+        for (uint32_t j = 0; j < held && !seen; j++)
+            seen = cell[j] == c;
+        distinct += !seen;
+        cell[held++] = c;
+    }
+    return distinct * (TMAP_GRID_AFTER + 1) + held;
+}
+
+static uint64_t pow2_at_least(uint64_t x) {
+    return x > (1ull << 63) ? x : x <= 1 ? 1 : 1ull << (64 - __builtin_clzll(x - 1));
+}
+
+/* The grid of a buffer whose cells are empty, from its newest general
+ * entries: among their byte spans and those spans rounded up to a power of
+ * two (a 2-D tile of a matrix with power-of-two rows spans a little less
+ * than its row of tiles), each phased on one of the entries, the grid that
+ * spreads them best (grid_score; ties: the finer grid). At most
+ * 2 * TMAP_GRID_AFTER^4 steps, once per doubling of the general lists and
+ * only while no cell holds an entry. */
 static void choose_grid(st_tensormap *m, st_tmap_key *k) {
-    uint64_t span[TMAP_GRID_AFTER], lo[TMAP_GRID_AFTER];
+    uint64_t lo[TMAP_GRID_AFTER], hi[TMAP_GRID_AFTER];
     uint32_t n = 0;
     uint32_t heads[2] = {k->general.writers, k->general.readers};
     for (int l = 0; l < 2; l++)
         for (uint32_t e = heads[l]; e != ST_TMAP_NIL && n < TMAP_GRID_AFTER; e = m->pool[e].next)
             if (m->pool[e].hi > m->pool[e].lo) {
-                span[n] = m->pool[e].hi - m->pool[e].lo;
-                lo[n++] = m->pool[e].lo;
+                lo[n] = m->pool[e].lo;
+                hi[n++] = m->pool[e].hi;
             }
-    uint32_t best = n, best_votes = 0;
-    for (uint32_t i = 0; i < n; i++) {
-        uint32_t votes = 0;
-        for (uint32_t j = 0; j < n; j++)
-            votes += span[j] == span[i];
-        if (votes > best_votes || (votes == best_votes && span[i] < span[best]))
-            best = i, best_votes = votes;
+    uint64_t best_grid = 0, best_phase = 0;
+    uint32_t best_score = 0;
+    for (uint32_t i = 0; i < 2 * n; i++) {
+        uint64_t grid = hi[i / 2] - lo[i / 2];
+        if (i & 1) {
+            if (pow2_at_least(grid) == grid)
+                continue; /* evaluated already */
+            grid = pow2_at_least(grid);
+        }
+        for (uint32_t j = 0; j < n; j++) {
+            uint64_t phase = lo[j] % grid;
+            uint32_t score = grid_score(lo, hi, n, grid, phase);
+            if (score > best_score || (score == best_score && grid < best_grid)) {
+                best_score = score;
+                best_grid = grid;
+                best_phase = phase;
+            }
+        }
     }
-    if (best == n)
-        return; /* only empty entries: no grid yet */
-    k->grid = span[best];
-    k->phase = lo[best] % k->grid;
+    if (!best_score)
+        return; /* no nonempty entry: no grid yet */
+    k->grid = best_grid;
+    k->phase = best_phase;
     k->shift = TMAP_NO_SHIFT;
-    if ((k->grid & (k->grid - 1)) == 0)
-        k->shift = (uint8_t)__builtin_ctzll(k->grid);
+    if ((best_grid & (best_grid - 1)) == 0)
+        k->shift = (uint8_t)__builtin_ctzll(best_grid);
 }
 
 /* Move the entries of one general list that a cell holds into that cell's

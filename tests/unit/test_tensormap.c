@@ -752,7 +752,8 @@ static void test_whole_writer_after_tile_readers(void **state) {
         assert_int_equal(d.ref[0], 1);
     }
     assert_true(key_rec(m, &k)->ncelled > 1000);
-    submit(m, &k, &all, STRATA_OUT, 5000, &d); /* waits for the writer and all 1024 readers */
+    assert_int_equal(key_rec(m, &k)->grid, TILE); /* the whole-buffer view did not set it */
+    submit(m, &k, &all, STRATA_OUT, 5000, &d);    /* waits for the writer and all 1024 readers */
     assert_int_equal(d.n, 1025);
     assert_true(has_dep(&d, 1));
     for (uint64_t i = 0; i < 1024; i++)
@@ -813,6 +814,51 @@ static void test_tiles_strided_interleaved(void **state) {
     assert_true(has_dep(&d, 2));
     for (uint64_t c = 4; c < 8; c++)
         assert_true(has_dep(&d, 1000 + c));
+}
+
+/* Tile (r, c) of a 256 x 256 u8 matrix cut in 16 x 16 tiles of 16 x 16. */
+static st_footprint tile2d(int64_t r, int64_t c) {
+    strata_tensor t;
+    memset(&t, 0, sizeof t);
+    t.dtype = STRATA_U8;
+    t.rank = 2;
+    t.offset = (uint64_t)(r * 16 * 256 + c * 16);
+    t.shape[0] = t.shape[1] = 16;
+    t.strides[0] = 256;
+    t.strides[1] = 1;
+    st_footprint f;
+    st_footprint_of(&t, &f);
+    return f;
+}
+
+/* 2-D tiles (strided views whose byte ranges interleave within a row of
+ * tiles): a cell per row of tiles, so a tile's lookup walks its own row. */
+static void test_tiles_2d(void **state) {
+    st_tensormap *m = *state;
+    static deps d;
+    strata_buffer_id k = bid(1);
+    for (int64_t r = 0; r < 16; r++)
+        for (int64_t c = 0; c < 16; c++) {
+            st_footprint f = tile2d(r, c);
+            submit(m, &k, &f, STRATA_OUT, (uint64_t)(r * 16 + c) + 1, &d);
+            assert_int_equal(d.n, 0); /* tiles never meet */
+        }
+    for (int64_t r = 0; r < 16; r++)
+        for (int64_t c = 0; c < 16; c++) {
+            st_footprint f = tile2d(r, c);
+            uint64_t before = m->walked;
+            submit(m, &k, &f, STRATA_IN, (uint64_t)(r * 16 + c) + 1000, &d);
+            assert_true(m->walked - before <= 16); /* the writers of its row, not all 256 */
+            assert_int_equal(d.n, 1);
+            assert_int_equal(d.ref[0], (uint64_t)(r * 16 + c) + 1);
+        }
+    const st_tmap_key *rec = key_rec(m, &k);
+    assert_int_equal(rec->grid, 16 * 256);
+    assert_int_equal(rec->ncelled, 512);
+    st_footprint all = whole(256 * 256);
+    submit(m, &k, &all, STRATA_OUT, 5000, &d);
+    assert_int_equal(d.n, 512);
+    assert_int_equal(st_tmap_live_entries(m), 1);
 }
 
 /* 12,000 tiles: a tile's lookup walks its own cell, not 12,000 entries. */
@@ -898,10 +944,10 @@ typedef struct bf_list {
     int n;
 } bf_list;
 
-/* Mostly tiles, else halves, runs of tiles, odd ranges, strided blocks, the
- * whole buffer. */
+/* Mostly tiles, else halves, runs of tiles, odd ranges, strided blocks, 2-D
+ * tiles, the whole buffer. */
 static st_footprint bf_view(uint64_t *st) {
-    uint64_t t = ts_rand(st) % BF_TILES, pick = ts_rand(st) % 16;
+    uint64_t t = ts_rand(st) % BF_TILES, pick = ts_rand(st) % 17;
     if (pick < 8)
         return tile(t);
     if (pick < 10)
@@ -916,6 +962,20 @@ static st_footprint bf_view(uint64_t *st) {
     }
     if (pick < 15) /* 12 rows x 64 bytes: blocks of 4 bytes, strided */
         return col_block(12, 64, (int64_t)(ts_rand(st) % 16), 4);
+    if (pick < 16) { /* the same matrix in 2-D tiles of 4 rows x 16 bytes */
+        strata_tensor v;
+        memset(&v, 0, sizeof v);
+        v.dtype = STRATA_U8;
+        v.rank = 2;
+        v.offset = (t % 3) * 4 * 64 + (t % 4) * 16;
+        v.shape[0] = 4;
+        v.shape[1] = 16;
+        v.strides[0] = 64;
+        v.strides[1] = 1;
+        st_footprint f;
+        st_footprint_of(&v, &f);
+        return f;
+    }
     return whole(BF_BYTES);
 }
 
@@ -1026,6 +1086,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_tiles_overlapping_ordered, setup, teardown),
         cmocka_unit_test_setup_teardown(test_whole_writer_after_tile_readers, setup, teardown),
         cmocka_unit_test_setup_teardown(test_tiles_strided_interleaved, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_tiles_2d, setup, teardown),
         cmocka_unit_test_setup_teardown(test_many_tiles, setup, teardown),
         cmocka_unit_test_setup_teardown(test_far_tile, setup, teardown),
         cmocka_unit_test_setup_teardown(test_random_tiles_match_brute_force, setup, teardown),
