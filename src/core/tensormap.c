@@ -76,8 +76,10 @@ int st_tmap_init(st_tensormap *m) {
     memset(m, 0, sizeof *m);
     if (!(m->slots = st_calloc(TMAP_INIT_SLOTS, sizeof *m->slots)))
         return init_failed(m, "the tensor map's index", TMAP_INIT_SLOTS * sizeof *m->slots);
-    if (!(m->keys = st_calloc(TMAP_INIT_KEYS, sizeof *m->keys)))
+    if (!(m->keys = st_malloc(TMAP_INIT_KEYS * sizeof *m->keys)))
         return init_failed(m, "the tensor map's keys", TMAP_INIT_KEYS * sizeof *m->keys);
+    if (!(m->grids = st_calloc(TMAP_INIT_KEYS, sizeof *m->grids)))
+        return init_failed(m, "the tensor map's grids", TMAP_INIT_KEYS * sizeof *m->grids);
     if (!(m->pool = st_malloc(TMAP_INIT_ENTRIES * sizeof *m->pool)))
         return init_failed(m, "the tensor map's entries", TMAP_INIT_ENTRIES * sizeof *m->pool);
     m->cap = TMAP_INIT_SLOTS;
@@ -90,8 +92,9 @@ int st_tmap_init(st_tensormap *m) {
 }
 
 void st_tmap_destroy(st_tensormap *m) {
-    for (uint32_t r = 0; m->keys && r < m->keys_cap; r++)
-        st_free(m->keys[r].cells);
+    for (uint32_t r = 0; m->grids && r < m->keys_cap; r++)
+        st_free(m->grids[r].cells);
+    st_free(m->grids);
     st_free(m->slots);
     st_free(m->keys);
     st_free(m->pool);
@@ -172,6 +175,23 @@ static int rehash(st_tensormap *m, uint32_t newcap) {
     return STRATA_OK;
 }
 
+/* keys[] and grids[] grow together; new grids have no cells. */
+static int grow_keys(st_tensormap *m) {
+    uint32_t cap = m->keys_cap, gcap = m->keys_cap;
+    st_tmap_grid *ng =
+        st_grow(m->grids, &gcap, m->nkeys + 1, sizeof *ng, 1, NULL, "the tensor map's grids");
+    if (!ng)
+        return STRATA_ENOMEM;
+    memset(ng + m->keys_cap, 0, (size_t)(gcap - m->keys_cap) * sizeof *ng);
+    m->grids = ng;
+    st_tmap_key *nk = st_grow(m->keys, &cap, gcap, sizeof *nk, 1, NULL, "the tensor map's keys");
+    if (!nk)
+        return STRATA_ENOMEM; /* grids grew, keys_cap did not: harmless */
+    m->keys = nk;
+    m->keys_cap = cap;
+    return STRATA_OK;
+}
+
 /* Record of key, created (with empty lists) if absent. NIL on ENOMEM. */
 static uint32_t get_or_create(st_tensormap *m, const strata_buffer_id *key) {
     uint32_t pos = 0;
@@ -187,15 +207,8 @@ static uint32_t get_or_create(st_tensormap *m, const strata_buffer_id *key) {
             return ST_TMAP_NIL;
         find(m, key, &pos);
     }
-    if (m->nkeys == m->keys_cap) {
-        uint32_t old_cap = m->keys_cap;
-        st_tmap_key *nk = st_grow(m->keys, &m->keys_cap, m->nkeys + 1, sizeof *nk, 1, NULL,
-                                  "the tensor map's keys");
-        if (!nk)
-            return ST_TMAP_NIL;
-        memset(nk + old_cap, 0, (size_t)(m->keys_cap - old_cap) * sizeof *nk); /* no cells */
-        m->keys = nk;
-    }
+    if (m->nkeys == m->keys_cap && grow_keys(m) != STRATA_OK)
+        return ST_TMAP_NIL;
     st_tmap_slot *s = &m->slots[pos];
     s->key = *key;
     s->epoch = m->epoch;
@@ -206,9 +219,7 @@ static uint32_t get_or_create(st_tensormap *m, const strata_buffer_id *key) {
     k->general.writers = k->general.readers = ST_TMAP_NIL;
     k->ngeneral = k->ncelled = 0;
     k->migrate_at = TMAP_GRID_AFTER;
-    k->ncells = 0; /* the cells the record's previous keys left are stale */
-    k->grid = k->phase = 0;
-    k->shift = TMAP_NO_SHIFT;
+    k->gridded = 0; /* grids[r] is read only once set (it is cold) */
     return r;
 }
 
@@ -229,15 +240,15 @@ static void remove_key(st_tensormap *m, uint32_t r) {
     }
     m->slots[hole].epoch = m->epoch - 1; /* any other stamp means empty (epoch is never 0) */
     m->nused--;
-    m->ncells -= m->keys[r].ncells;
+    if (m->keys[r].gridded)
+        m->ncells -= m->grids[r].ncells;
     uint32_t last = --m->nkeys;
-    if (r != last) { /* the cell arrays swap places: each stays owned by one record */
-        st_tmap_lists *cells = m->keys[r].cells;
-        uint32_t cells_cap = m->keys[r].cells_cap;
+    if (r != last) { /* the grids swap places: each cell array stays owned by one record */
+        st_tmap_grid g = m->grids[r];
         m->keys[r] = m->keys[last];
+        m->grids[r] = m->grids[last];
+        m->grids[last] = g;
         m->slots[m->keys[r].slot].rec = r;
-        m->keys[last].cells = cells;
-        m->keys[last].cells_cap = cells_cap;
     }
 }
 
@@ -347,60 +358,70 @@ static void prune(st_tensormap *m, uint32_t *head, uint32_t *count, const st_foo
 
 /* ---- cells ------------------------------------------------------------------ */
 
-/* The cell holding byte `off` (off >= phase). */
-static inline uint64_t cell_at(const st_tmap_key *k, uint64_t off) {
-    uint64_t rel = off - k->phase;
-    return k->shift != TMAP_NO_SHIFT ? rel >> k->shift : rel / k->grid;
+static inline st_tmap_grid *grid_of(const st_tensormap *m, const st_tmap_key *k) {
+    return &m->grids[k - m->keys];
 }
 
-/* The valid cells [*c0, *c1] whose entries may meet the byte range [lo, hi);
- * 0 if there are none. */
-static inline int cell_span(const st_tmap_key *k, uint64_t lo, uint64_t hi, uint32_t *c0,
-                            uint32_t *c1) {
-    if (!k->grid || hi <= lo || hi <= k->phase)
-        return 0;
-    uint64_t a = lo < k->phase ? 0 : cell_at(k, lo);
-    if (a >= k->ncells)
-        return 0;
-    uint64_t b = cell_at(k, hi - 1);
+/* The cell holding byte `off` (off >= phase). */
+static inline uint64_t cell_at(const st_tmap_grid *g, uint64_t off) {
+    uint64_t rel = off - g->phase;
+    return g->shift != TMAP_NO_SHIFT ? rel >> g->shift : rel / g->grid;
+}
+
+/* The valid cells [*c0, *c1] of k whose entries may meet the byte range
+ * [lo, hi); NULL if there are none, else the cells. */
+static inline st_tmap_lists *cell_span(const st_tensormap *m, const st_tmap_key *k, uint64_t lo,
+                                       uint64_t hi, uint32_t *c0, uint32_t *c1) {
+    if (!k->gridded)
+        return NULL;
+    const st_tmap_grid *g = grid_of(m, k);
+    if (hi <= lo || hi <= g->phase)
+        return NULL;
+    uint64_t a = lo < g->phase ? 0 : cell_at(g, lo);
+    if (a >= g->ncells)
+        return NULL;
+    uint64_t b = cell_at(g, hi - 1);
     *c0 = (uint32_t)a;
-    *c1 = b < k->ncells ? (uint32_t)b : k->ncells - 1;
-    return 1;
+    *c1 = b < g->ncells ? (uint32_t)b : g->ncells - 1;
+    return g->cells;
 }
 
 /* Make cells [0, c] valid, if the buffer's entries allow that many. Growth
  * that fails leaves the entry in the general lists: correct, only slower. */
-static int grow_cells(st_tensormap *m, st_tmap_key *k, uint64_t c) {
+static int grow_cells(st_tensormap *m, const st_tmap_key *k, st_tmap_grid *g, uint64_t c) {
     uint64_t allowed = 4 * ((uint64_t)k->ngeneral + k->ncelled + 1);
     allowed = allowed < TMAP_CELLS_MIN ? TMAP_CELLS_MIN : allowed;
     allowed = allowed > TMAP_CELLS_MAX ? TMAP_CELLS_MAX : allowed;
     if (c >= allowed)
         return 0;
-    uint64_t want = 2 * (uint64_t)k->ncells < allowed ? 2 * (uint64_t)k->ncells : allowed;
+    uint64_t want = 2 * (uint64_t)g->ncells < allowed ? 2 * (uint64_t)g->ncells : allowed;
     uint32_t n = (uint32_t)(want > c + 1 ? want : c + 1);
-    if (n > k->cells_cap) {
+    if (n > g->cells_cap) {
         size_t bytes = 0;
-        st_tmap_lists *nc = st_grow_raw(k->cells, &k->cells_cap, n, sizeof *nc, 64, NULL, &bytes);
+        st_tmap_lists *nc = st_grow_raw(g->cells, &g->cells_cap, n, sizeof *nc, 64, NULL, &bytes);
         if (!nc)
             return 0;
-        k->cells = nc;
+        g->cells = nc;
     }
-    memset(k->cells + k->ncells, 0xff, (size_t)(n - k->ncells) * sizeof *k->cells); /* NIL */
-    m->ncells += n - k->ncells;
-    k->ncells = n;
+    memset(g->cells + g->ncells, 0xff, (size_t)(n - g->ncells) * sizeof *g->cells); /* NIL */
+    m->ncells += n - g->ncells;
+    g->ncells = n;
     return 1;
 }
 
 /* The cell that wholly holds the byte range [lo, hi), made valid if needed;
  * NIL when none does (no grid, an empty range, a range across cells, or
  * too far into the buffer). */
-static inline uint32_t home_cell(st_tensormap *m, st_tmap_key *k, uint64_t lo, uint64_t hi) {
-    if (!k->grid || hi <= lo || lo < k->phase)
+static inline uint32_t home_cell(st_tensormap *m, const st_tmap_key *k, uint64_t lo, uint64_t hi) {
+    if (!k->gridded)
         return ST_TMAP_NIL;
-    uint64_t c = cell_at(k, lo);
-    if (cell_at(k, hi - 1) != c)
+    st_tmap_grid *g = grid_of(m, k);
+    if (hi <= lo || lo < g->phase)
         return ST_TMAP_NIL;
-    if (c >= k->ncells && !grow_cells(m, k, c))
+    uint64_t c = cell_at(g, lo);
+    if (cell_at(g, hi - 1) != c)
+        return ST_TMAP_NIL;
+    if (c >= g->ncells && !grow_cells(m, k, g, c))
         return ST_TMAP_NIL;
     return (uint32_t)c;
 }
@@ -467,11 +488,15 @@ static void choose_grid(st_tensormap *m, st_tmap_key *k) {
     }
     if (!best_score)
         return; /* no nonempty entry: no grid yet */
-    k->grid = best_grid;
-    k->phase = best_phase;
-    k->shift = TMAP_NO_SHIFT;
+    st_tmap_grid *g = grid_of(m, k);
+    if (!k->gridded)
+        g->ncells = 0; /* the cells the record's previous keys left are stale */
+    k->gridded = 1;
+    g->grid = best_grid;
+    g->phase = best_phase;
+    g->shift = TMAP_NO_SHIFT;
     if ((best_grid & (best_grid - 1)) == 0)
-        k->shift = (uint8_t)__builtin_ctzll(best_grid);
+        g->shift = (uint8_t)__builtin_ctzll(best_grid);
 }
 
 /* Move the entries of one general list that a cell holds into that cell's
@@ -497,7 +522,8 @@ static void migrate_list(st_tensormap *m, st_tmap_key *k, int readers) {
         uint32_t c = home_cell(m, k, en->lo, en->hi);
         uint32_t *to = head;
         if (c != ST_TMAP_NIL) {
-            to = readers ? &k->cells[c].readers : &k->cells[c].writers;
+            st_tmap_lists *cell = &grid_of(m, k)->cells[c];
+            to = readers ? &cell->readers : &cell->writers;
             k->ngeneral--;
             k->ncelled++;
         }
@@ -511,7 +537,7 @@ static void migrate_list(st_tensormap *m, st_tmap_key *k, int readers) {
 static void migrate(st_tensormap *m, st_tmap_key *k) {
     if (k->ncelled == 0)
         choose_grid(m, k);
-    if (k->grid) {
+    if (k->gridded) {
         migrate_list(m, k, 0);
         migrate_list(m, k, 1);
     }
@@ -534,10 +560,9 @@ static inline void prune_lists(st_tensormap *m, st_tmap_lists *l, uint32_t *coun
 static inline void prune_covered(st_tensormap *m, st_tmap_key *k, const st_footprint *cover) {
     prune_lists(m, &k->general, &k->ngeneral, cover);
     uint32_t c0, c1;
-    if (!cell_span(k, cover->lo, cover->hi, &c0, &c1))
-        return;
-    for (uint32_t c = c0; c <= c1; c++)
-        prune_lists(m, &k->cells[c], &k->ncelled, cover);
+    st_tmap_lists *cells = cell_span(m, k, cover->lo, cover->hi, &c0, &c1);
+    for (uint32_t c = c0; cells && c <= c1; c++)
+        prune_lists(m, &cells[c], &k->ncelled, cover);
 }
 
 /* ---- sweeps ----------------------------------------------------------------- */
@@ -547,8 +572,9 @@ static void sweep(st_tensormap *m) {
     for (uint32_t r = m->nkeys; r-- > 0;) {
         st_tmap_key *k = &m->keys[r];
         prune_lists(m, &k->general, &k->ngeneral, NULL);
-        for (uint32_t c = 0; k->ncelled && c < k->ncells; c++)
-            prune_lists(m, &k->cells[c], &k->ncelled, NULL);
+        const st_tmap_grid *g = &m->grids[r];
+        for (uint32_t c = 0; k->ncelled && c < g->ncells; c++)
+            prune_lists(m, &g->cells[c], &k->ncelled, NULL);
         if (k->ngeneral == 0 && k->ncelled == 0)
             remove_key(m, r);
     }
@@ -618,10 +644,9 @@ int st_tmap_lookup(st_tensormap *m, const strata_buffer_id *key, const st_footpr
     st_tmap_key *k = &m->keys[r];
     int rc = scan_lists(m, &k->general, &k->ngeneral, fp, include_readers, visit, ctx);
     uint32_t c0, c1;
-    if (rc || !cell_span(k, fp->lo, fp->hi, &c0, &c1))
-        return rc;
-    for (uint32_t c = c0; c <= c1 && rc == 0; c++)
-        rc = scan_lists(m, &k->cells[c], &k->ncelled, fp, include_readers, visit, ctx);
+    st_tmap_lists *cells = rc ? NULL : cell_span(m, k, fp->lo, fp->hi, &c0, &c1);
+    for (uint32_t c = c0; cells && c <= c1 && rc == 0; c++)
+        rc = scan_lists(m, &cells[c], &k->ncelled, fp, include_readers, visit, ctx);
     return rc;
 }
 
@@ -650,7 +675,7 @@ static st_tmap_lists *home_lists(st_tensormap *m, st_tmap_key *k, const st_footp
         return &k->general;
     }
     *count = &k->ncelled;
-    return &k->cells[c];
+    return &grid_of(m, k)->cells[c];
 }
 
 /* After an insert: migration may move entries of k; a sweep may move k. */

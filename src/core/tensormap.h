@@ -57,28 +57,35 @@ typedef struct st_tmap_lists { /* list heads, newest first */
 
 /* One buffer identity of the current run. Its entries are in `general`, or,
  * once the buffer holds many, in the cell of a regular grid over its bytes
- * that wholly holds their byte range: cell c is [phase + c * grid,
- * phase + (c + 1) * grid). A lookup then walks only the cells its footprint's
- * range meets (see tensormap.c). */
+ * that wholly holds their byte range (its st_tmap_grid). A lookup then walks
+ * only the cells its footprint's range meets (see tensormap.c). */
 typedef struct st_tmap_key {
     uint32_t slot;
     st_tmap_lists general;      /* entries held by no cell */
     uint32_t ngeneral, ncelled; /* entries in general / in cells */
     uint32_t migrate_at;        /* move general entries into cells when ngeneral reaches it */
-    uint32_t ncells;            /* cells[0, ncells) are valid this run (empty while grid is 0) */
-    uint32_t cells_cap;         /* cells stay with the record index across runs */
-    uint8_t shift;              /* log2(grid) when grid is a power of two */
-    uint64_t grid;              /* cell bytes; 0: no grid yet */
-    uint64_t phase;             /* < grid */
-    st_tmap_lists *cells;
+    uint8_t gridded;            /* its grid is set */
 } st_tmap_key;
+
+/* The grid of key record r, keys[r]'s cold half (a lookup of a buffer
+ * without one never reads it): cell c is [phase + c * grid, phase + (c + 1)
+ * * grid). */
+typedef struct st_tmap_grid {
+    uint64_t grid;        /* cell bytes, while the key is gridded */
+    uint64_t phase;       /* < grid */
+    st_tmap_lists *cells; /* stays with the record index across runs */
+    uint32_t ncells;      /* cells[0, ncells) are valid (while the key is gridded) */
+    uint32_t cells_cap;
+    uint8_t shift; /* log2(grid) when grid is a power of two */
+} st_tmap_grid;
 
 typedef struct st_tensormap {
     st_tmap_slot *slots;
     uint32_t cap;   /* slots, a power of two */
     uint32_t epoch; /* never 0 */
     uint32_t nused;
-    st_tmap_key *keys; /* dense array of the current run's keys */
+    st_tmap_key *keys;   /* dense array of the current run's keys */
+    st_tmap_grid *grids; /* parallel to keys[] (keys_cap of them) */
     uint32_t nkeys, keys_cap;
     size_t ncells;       /* cells valid this run, all keys together (sweeps walk them) */
     st_tmap_entry *pool; /* entries: [0, pool_used) handed out, free ones chained */

@@ -688,6 +688,14 @@ static const st_tmap_key *key_rec(const st_tensormap *m, const strata_buffer_id 
     return NULL;
 }
 
+/* The grid of key k's record. */
+static const st_tmap_grid *grid_rec(const st_tensormap *m, const strata_buffer_id *k) {
+    const st_tmap_key *rec = key_rec(m, k);
+    assert_non_null(rec);
+    assert_true(rec->gridded);
+    return &m->grids[rec - m->keys];
+}
+
 static void test_tiles_disjoint_independent(void **state) {
     st_tensormap *m = *state;
     static deps d;
@@ -705,7 +713,7 @@ static void test_tiles_disjoint_independent(void **state) {
     }
     const st_tmap_key *rec = key_rec(m, &k);
     assert_non_null(rec);
-    assert_int_equal(rec->grid, TILE); /* the tiles went to cells */
+    assert_int_equal(grid_rec(m, &k)->grid, TILE); /* the tiles went to cells */
     assert_int_equal(rec->ncelled, 512);
 }
 
@@ -752,8 +760,8 @@ static void test_whole_writer_after_tile_readers(void **state) {
         assert_int_equal(d.ref[0], 1);
     }
     assert_true(key_rec(m, &k)->ncelled > 1000);
-    assert_int_equal(key_rec(m, &k)->grid, TILE); /* the whole-buffer view did not set it */
-    submit(m, &k, &all, STRATA_OUT, 5000, &d);    /* waits for the writer and all 1024 readers */
+    assert_int_equal(grid_rec(m, &k)->grid, TILE); /* the whole-buffer view did not set it */
+    submit(m, &k, &all, STRATA_OUT, 5000, &d);     /* waits for the writer and all 1024 readers */
     assert_int_equal(d.n, 1025);
     assert_true(has_dep(&d, 1));
     for (uint64_t i = 0; i < 1024; i++)
@@ -853,7 +861,7 @@ static void test_tiles_2d(void **state) {
             assert_int_equal(d.ref[0], (uint64_t)(r * 16 + c) + 1);
         }
     const st_tmap_key *rec = key_rec(m, &k);
-    assert_int_equal(rec->grid, 16 * 256);
+    assert_int_equal(grid_rec(m, &k)->grid, 16 * 256);
     assert_int_equal(rec->ncelled, 512);
     st_footprint all = whole(256 * 256);
     submit(m, &k, &all, STRATA_OUT, 5000, &d);
@@ -915,7 +923,7 @@ static void test_far_tile(void **state) {
     submit(m, &k, &f, STRATA_OUT, 100, &d);
     assert_int_equal(d.n, 0);
     const st_tmap_key *rec = key_rec(m, &k);
-    assert_true(rec->ncells <= 16384);
+    assert_true(grid_rec(m, &k)->ncells <= 16384);
     assert_int_equal(rec->ngeneral, 1);
     submit(m, &k, &f, STRATA_IN, 101, &d);
     assert_int_equal(d.n, 1);
