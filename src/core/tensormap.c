@@ -386,8 +386,9 @@ static inline st_tmap_lists *cell_span(const st_tensormap *m, const st_tmap_key 
     return g->cells;
 }
 
-/* Make cells [0, c] valid, if the buffer's entries allow that many. Growth
- * that fails leaves the entry in the general lists: correct, only slower. */
+/* Make cells [0, c] valid if the buffer's entries allow that many: 1 if
+ * they are, 0 if not allowed (the entry stays general), -1 (ENOMEM reported)
+ * if the array could not grow. */
 static int grow_cells(st_tensormap *m, const st_tmap_key *k, st_tmap_grid *g, uint64_t c) {
     uint64_t allowed = 4 * ((uint64_t)k->ngeneral + k->ncelled + 1);
     allowed = allowed < TMAP_CELLS_MIN ? TMAP_CELLS_MIN : allowed;
@@ -397,10 +398,10 @@ static int grow_cells(st_tensormap *m, const st_tmap_key *k, st_tmap_grid *g, ui
     uint64_t want = 2 * (uint64_t)g->ncells < allowed ? 2 * (uint64_t)g->ncells : allowed;
     uint32_t n = (uint32_t)(want > c + 1 ? want : c + 1);
     if (n > g->cells_cap) {
-        size_t bytes = 0;
-        st_tmap_lists *nc = st_grow_raw(g->cells, &g->cells_cap, n, sizeof *nc, 64, NULL, &bytes);
+        st_tmap_lists *nc =
+            st_grow(g->cells, &g->cells_cap, n, sizeof *nc, 64, NULL, "the tensor map's cells");
         if (!nc)
-            return 0;
+            return -1;
         g->cells = nc;
     }
     memset(g->cells + g->ncells, 0xff, (size_t)(n - g->ncells) * sizeof *g->cells); /* NIL */
@@ -409,21 +410,27 @@ static int grow_cells(st_tensormap *m, const st_tmap_key *k, st_tmap_grid *g, ui
     return 1;
 }
 
-/* The cell that wholly holds the byte range [lo, hi), made valid if needed;
- * NIL when none does (no grid, an empty range, a range across cells, or
- * too far into the buffer). */
-static inline uint32_t home_cell(st_tensormap *m, const st_tmap_key *k, uint64_t lo, uint64_t hi) {
+/* *cell: the cell that wholly holds the byte range [lo, hi), made valid if
+ * needed; NIL when none does (no grid, an empty range, a range across cells,
+ * or too far into the buffer). STRATA_ENOMEM if the cells could not grow. */
+static inline int home_cell(st_tensormap *m, const st_tmap_key *k, uint64_t lo, uint64_t hi,
+                            uint32_t *cell) {
+    *cell = ST_TMAP_NIL;
     if (!k->gridded)
-        return ST_TMAP_NIL;
+        return STRATA_OK;
     st_tmap_grid *g = grid_of(m, k);
     if (hi <= lo || lo < g->phase)
-        return ST_TMAP_NIL;
+        return STRATA_OK;
     uint64_t c = cell_at(g, lo);
     if (cell_at(g, hi - 1) != c)
-        return ST_TMAP_NIL;
-    if (c >= g->ncells && !grow_cells(m, k, g, c))
-        return ST_TMAP_NIL;
-    return (uint32_t)c;
+        return STRATA_OK;
+    if (c >= g->ncells) {
+        int grown = grow_cells(m, k, g, c);
+        if (grown <= 0)
+            return grown < 0 ? STRATA_ENOMEM : STRATA_OK;
+    }
+    *cell = (uint32_t)c;
+    return STRATA_OK;
 }
 
 /* How well (grid, phase) spreads the n nonempty ranges [lo, hi): the cells
@@ -501,8 +508,10 @@ static void choose_grid(st_tensormap *m, st_tmap_key *k) {
 
 /* Move the entries of one general list that a cell holds into that cell's
  * list of the same kind (`readers` says which), keeping newest first, and
- * drop the dead ones. */
-static void migrate_list(st_tensormap *m, st_tmap_key *k, int readers) {
+ * drop the dead ones. Once the cells fail to grow the rest stay general
+ * (every entry is still in exactly one list) and STRATA_ENOMEM is returned. */
+static int migrate_list(st_tensormap *m, st_tmap_key *k, int readers) {
+    int rc = STRATA_OK;
     uint32_t *head = readers ? &k->general.readers : &k->general.writers;
     uint32_t rev = ST_TMAP_NIL; /* the list reversed: oldest first */
     for (uint32_t e = *head, next; e != ST_TMAP_NIL; e = next) {
@@ -519,7 +528,9 @@ static void migrate_list(st_tensormap *m, st_tmap_key *k, int readers) {
             k->ngeneral--;
             continue;
         }
-        uint32_t c = home_cell(m, k, en->lo, en->hi);
+        uint32_t c = ST_TMAP_NIL;
+        if (rc == STRATA_OK)
+            rc = home_cell(m, k, en->lo, en->hi, &c);
         uint32_t *to = head;
         if (c != ST_TMAP_NIL) {
             st_tmap_lists *cell = &grid_of(m, k)->cells[c];
@@ -530,21 +541,26 @@ static void migrate_list(st_tensormap *m, st_tmap_key *k, int readers) {
         en->next = *to;
         *to = e;
     }
+    return rc;
 }
 
 /* Once the general entries have doubled: a grid if the cells are empty, then
- * every general entry a cell holds moves there. Amortised O(1) an entry. */
-static void migrate(st_tensormap *m, st_tmap_key *k) {
+ * every general entry a cell holds moves there. Amortised O(1) an entry.
+ * STRATA_ENOMEM if the cells could not grow (the map stays consistent). */
+static int migrate(st_tensormap *m, st_tmap_key *k) {
+    int rc = STRATA_OK;
     if (k->ncelled == 0)
         choose_grid(m, k);
     if (k->gridded) {
-        migrate_list(m, k, 0);
-        migrate_list(m, k, 1);
+        rc = migrate_list(m, k, 0);
+        int rc2 = migrate_list(m, k, 1);
+        rc = rc ? rc : rc2;
     }
     uint64_t next = 2 * (uint64_t)k->ngeneral;
     k->migrate_at = next < TMAP_GRID_AFTER ? TMAP_GRID_AFTER
                     : next > UINT32_MAX    ? UINT32_MAX
                                            : (uint32_t)next;
+    return rc;
 }
 
 /* Drop the entries of key k that cover covers (and the dead ones met):
@@ -666,23 +682,23 @@ static void push(st_tensormap *m, uint32_t *head, uint32_t *count, uint32_t e,
     m->nentries++;
 }
 
-/* The lists a new entry of fp's range goes to, and their count. */
-static st_tmap_lists *home_lists(st_tensormap *m, st_tmap_key *k, const st_footprint *fp,
-                                 uint32_t **count) {
-    uint32_t c = home_cell(m, k, fp->lo, fp->hi);
+/* Before an insert into k (so that a failure leaves nothing half done):
+ * the migration, when due; then *l: the lists a new entry of fp's range goes
+ * to, and *count theirs. STRATA_ENOMEM if the cells could not grow. */
+static inline int home_lists(st_tensormap *m, st_tmap_key *k, const st_footprint *fp,
+                             st_tmap_lists **l, uint32_t **count) {
+    if (k->ngeneral >= k->migrate_at)
+        STRATA_TRY(migrate(m, k));
+    uint32_t c;
+    STRATA_TRY(home_cell(m, k, fp->lo, fp->hi, &c));
     if (c == ST_TMAP_NIL) {
         *count = &k->ngeneral;
-        return &k->general;
+        *l = &k->general;
+    } else {
+        *count = &k->ncelled;
+        *l = &grid_of(m, k)->cells[c];
     }
-    *count = &k->ncelled;
-    return &grid_of(m, k)->cells[c];
-}
-
-/* After an insert: migration may move entries of k; a sweep may move k. */
-static inline void after_insert(st_tensormap *m, st_tmap_key *k) {
-    if (k->ngeneral >= k->migrate_at)
-        migrate(m, k);
-    maybe_sweep(m);
+    return STRATA_OK;
 }
 
 int st_tmap_insert_writer(st_tensormap *m, const strata_buffer_id *key, const st_footprint *fp,
@@ -694,13 +710,14 @@ int st_tmap_insert_writer(st_tensormap *m, const strata_buffer_id *key, const st
         return STRATA_ENOMEM;
     st_tmap_key *k = &m->keys[r];
     prune_covered(m, k, fp);
+    st_tmap_lists *l;
+    uint32_t *count;
+    STRATA_TRY(home_lists(m, k, fp, &l, &count));
     uint32_t e = alloc_entry(m);
     if (e == ST_TMAP_NIL)
         return STRATA_ENOMEM;
-    uint32_t *count;
-    st_tmap_lists *l = home_lists(m, k, fp, &count);
     push(m, &l->writers, count, e, fp, ref, argpos);
-    after_insert(m, k);
+    maybe_sweep(m); /* may move k */
     return STRATA_OK;
 }
 
@@ -712,8 +729,9 @@ int st_tmap_insert_reader(st_tensormap *m, const strata_buffer_id *key, const st
     if (r == ST_TMAP_NIL)
         return STRATA_ENOMEM;
     st_tmap_key *k = &m->keys[r];
+    st_tmap_lists *l;
     uint32_t *count;
-    st_tmap_lists *l = home_lists(m, k, fp, &count);
+    STRATA_TRY(home_lists(m, k, fp, &l, &count));
     while (l->readers != ST_TMAP_NIL && is_dead(m, m->pool[l->readers].ref)) {
         uint32_t e = l->readers;
         l->readers = m->pool[e].next;
@@ -735,6 +753,6 @@ int st_tmap_insert_reader(st_tensormap *m, const strata_buffer_id *key, const st
     if (e == ST_TMAP_NIL)
         return STRATA_ENOMEM;
     push(m, &l->readers, count, e, fp, ref, argpos);
-    after_insert(m, k);
+    maybe_sweep(m); /* may move k */
     return STRATA_OK;
 }
