@@ -12,6 +12,7 @@
 #include "test_support.h"
 
 #include "core/tensormap.h"
+#include "util/alloc.h"
 
 /* ---- helpers ---------------------------------------------------------------- */
 
@@ -933,6 +934,36 @@ static void test_far_tile(void **state) {
     assert_int_equal(d.n, 66);
 }
 
+/* Cells that cannot grow fail the insert before it stores anything; the map
+ * still answers every lookup, and grows once memory is back. */
+static void test_cells_growth_failure(void **state) {
+    st_tensormap *m = *state;
+    static deps d;
+    strata_buffer_id k = bid(1);
+    for (uint64_t i = 0; i < 16; i++) { /* general entries: the next insert makes the grid */
+        st_footprint f = tile(i);
+        submit(m, &k, &f, STRATA_OUT, i + 1, &d);
+    }
+    st_footprint t16 = tile(16);
+    st_alloc_fail_after(1, ST_ALLOC_FAIL_FROM, ST_ALLOC_THIS_THREAD);
+    assert_fails(STRATA_ENOMEM, "cells", st_tmap_insert_writer(m, &k, &t16, 17, 0));
+    st_alloc_hook_off();
+    assert_true(st_alloc_failed() >= 1);
+    assert_int_equal(st_tmap_live_entries(m), 16); /* nothing half stored */
+    for (uint64_t i = 0; i < 16; i++) {
+        st_footprint f = tile(i);
+        submit(m, &k, &f, STRATA_IN, 100 + i, &d);
+        assert_int_equal(d.n, 1);
+        assert_int_equal(d.ref[0], i + 1);
+    }
+    submit(m, &k, &t16, STRATA_OUT, 17, &d);
+    assert_int_equal(d.n, 0);
+    assert_true(key_rec(m, &k)->ncelled > 0);
+    st_footprint all = whole(17 * TILE);
+    submit(m, &k, &all, STRATA_OUT, 200, &d);
+    assert_int_equal(d.n, 33);
+}
+
 /* ---- randomized: exactly the producers of a brute-force entry list --------- */
 
 #define BF_TILES 48
@@ -1097,6 +1128,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_tiles_2d, setup, teardown),
         cmocka_unit_test_setup_teardown(test_many_tiles, setup, teardown),
         cmocka_unit_test_setup_teardown(test_far_tile, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_cells_growth_failure, setup, teardown),
         cmocka_unit_test_setup_teardown(test_random_tiles_match_brute_force, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
