@@ -453,6 +453,13 @@ static uint32_t grid_score(const uint64_t *lo, const uint64_t *hi, uint32_t n, u
     return distinct * (TMAP_GRID_AFTER + 1) + held;
 }
 
+static int seen_before(const uint64_t *v, uint32_t n, uint64_t x) {
+    for (uint32_t i = 0; i < n; i++)
+        if (v[i] == x)
+            return 1;
+    return 0;
+}
+
 static uint64_t pow2_at_least(uint64_t x) {
     return x > (1ull << 63) ? x : x <= 1 ? 1 : 1ull << (64 - __builtin_clzll(x - 1));
 }
@@ -461,9 +468,10 @@ static uint64_t pow2_at_least(uint64_t x) {
  * entries: among their byte spans and those spans rounded up to a power of
  * two (a 2-D tile of a matrix with power-of-two rows spans a little less
  * than its row of tiles), each phased on one of the entries, the grid that
- * spreads them best (grid_score; ties: the finer grid). At most
- * 2 * TMAP_GRID_AFTER^4 steps, once per doubling of the general lists and
- * only while no cell holds an entry. */
+ * spreads them best (grid_score; ties: the finer grid). Each distinct
+ * (grid, phase) is scored once: one or two scores for tiles of one size, at
+ * most 2 * TMAP_GRID_AFTER^2 of them, once per doubling of the general lists
+ * and only while no cell holds an entry. */
 static void choose_grid(st_tensormap *m, st_tmap_key *k) {
     uint64_t lo[TMAP_GRID_AFTER], hi[TMAP_GRID_AFTER];
     uint32_t n = 0;
@@ -474,17 +482,21 @@ static void choose_grid(st_tensormap *m, st_tmap_key *k) {
                 lo[n] = m->pool[e].lo;
                 hi[n++] = m->pool[e].hi;
             }
-    uint64_t best_grid = 0, best_phase = 0;
-    uint32_t best_score = 0;
+    uint64_t best_grid = 0, best_phase = 0, grids[2 * TMAP_GRID_AFTER], phases[TMAP_GRID_AFTER];
+    uint32_t best_score = 0, ngrids = 0;
     for (uint32_t i = 0; i < 2 * n; i++) {
         uint64_t grid = hi[i / 2] - lo[i / 2];
-        if (i & 1) {
-            if (pow2_at_least(grid) == grid)
-                continue; /* evaluated already */
+        if (i & 1)
             grid = pow2_at_least(grid);
-        }
+        if (seen_before(grids, ngrids, grid))
+            continue; /* tiles of one size: one candidate (two if not a power of two) */
+        grids[ngrids++] = grid;
+        uint32_t nphases = 0;
         for (uint32_t j = 0; j < n; j++) {
             uint64_t phase = lo[j] % grid;
+            if (seen_before(phases, nphases, phase))
+                continue;
+            phases[nphases++] = phase;
             uint32_t score = grid_score(lo, hi, n, grid, phase);
             if (score > best_score || (score == best_score && grid < best_grid)) {
                 best_score = score;
