@@ -1,11 +1,12 @@
 /* core/tensormap.c - buffer identity -> writer / reader entries.
  *
- * Owns: three arrays. slots[] is an open-addressing index (linear probing,
- * load <= 1/2, backward-shift deletion); a slot whose epoch is not the map's
- * epoch is empty, so reset is one increment. keys[] is the dense array of
- * the run's keys (each knows its slot, so sweeps and rehashes walk keys, not
- * the table). pool[] holds the entries, singly linked per list, newest
- * first; freed entries go on a free list, and reset simply rewinds the pool.
+ * Owns: slots[], an open-addressing index (linear probing, load <= 1/2,
+ * backward-shift deletion); a slot whose epoch is not the map's epoch is
+ * empty, so reset is one increment. keys[], the dense array of the run's
+ * keys (each knows its slot, so sweeps and rehashes walk keys, not the
+ * table), and parallel to it grids[], each key's grid and cell array (below).
+ * pool[] holds the entries, singly linked per list, newest first; freed
+ * entries go on a free list, and reset simply rewinds the pool.
  * Must never: lock, or allocate except to grow an array by doubling.
  *
  * Cells: a buffer's first entries sit in its general lists, which every
