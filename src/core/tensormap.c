@@ -588,7 +588,7 @@ static inline void prune_lists(st_tensormap *m, st_tmap_lists *l, uint32_t *coun
 
 static inline void prune_covered(st_tensormap *m, st_tmap_key *k, const st_footprint *cover) {
     prune_lists(m, &k->general, &k->ngeneral, cover);
-    uint32_t c0, c1;
+    uint32_t c0 = 0, c1 = 0;
     st_tmap_lists *cells = cell_span(m, k, cover->lo, cover->hi, &c0, &c1);
     for (uint32_t c = c0; cells && c <= c1; c++)
         prune_lists(m, &cells[c], &k->ncelled, cover);
@@ -672,7 +672,7 @@ int st_tmap_lookup(st_tensormap *m, const strata_buffer_id *key, const st_footpr
         return 0;
     st_tmap_key *k = &m->keys[r];
     int rc = scan_lists(m, &k->general, &k->ngeneral, fp, include_readers, visit, ctx);
-    uint32_t c0, c1;
+    uint32_t c0 = 0, c1 = 0;
     st_tmap_lists *cells = rc ? NULL : cell_span(m, k, fp->lo, fp->hi, &c0, &c1);
     for (uint32_t c = c0; cells && c <= c1 && rc == 0; c++)
         rc = scan_lists(m, &cells[c], &k->ncelled, fp, include_readers, visit, ctx);
