@@ -461,36 +461,60 @@ static int seen_before(const uint64_t *v, uint32_t n, uint64_t x) {
     return 0;
 }
 
+/* The bytes from live strided entry e's first element to the same element
+ * one step along its outermost axis past the view: a row of 2-D tiles of a
+ * matrix (the tiles below start there). 0 for a dense or dead entry. */
+static uint64_t outer_period(const st_tensormap *m, uint32_t e) {
+    if (m->pool[e].dense || is_dead(m, m->pool[e].ref))
+        return 0;
+    st_footprint tmp;
+    const st_footprint *f = entry_fp(m, e, &tmp);
+    int outer = -1;
+    for (int a = 0; a < f->rank; a++)
+        if (f->shape[a] > 1 && (outer < 0 || f->strides[a] > f->strides[outer]))
+            outer = a;
+    uint64_t period;
+    if (outer < 0 ||
+        __builtin_mul_overflow((uint64_t)f->shape[outer], (uint64_t)f->strides[outer], &period) ||
+        __builtin_mul_overflow(period, (uint64_t)f->elem, &period))
+        return 0;
+    return period;
+}
+
 static uint64_t pow2_at_least(uint64_t x) {
     return x > (1ull << 63) ? x : x <= 1 ? 1 : 1ull << (64 - __builtin_clzll(x - 1));
 }
 
 /* The grid of a buffer whose cells are empty, from its newest general
- * entries: among their byte spans and those spans rounded up to a power of
- * two (a 2-D tile of a matrix with power-of-two rows spans a little less
- * than its row of tiles), each phased on one of the entries, the grid that
- * spreads them best (grid_score; ties: the finer grid). Each distinct
- * (grid, phase) is scored once: one or two scores for tiles of one size, at
- * most 2 * TMAP_GRID_AFTER^2 of them, once per doubling of the general lists
- * and only while no cell holds an entry. */
+ * entries: among their byte spans, those spans rounded up to a power of two
+ * and, for strided entries, their outer period (a 2-D tile of a matrix spans
+ * a little less than its row of tiles), each phased on one of the entries,
+ * the grid that spreads them best (grid_score; ties: the finer grid). Each
+ * distinct (grid, phase) is scored once: one or two scores for tiles of one
+ * size, at most 3 * TMAP_GRID_AFTER^2 of them, once per doubling of the
+ * general lists and only while no cell holds an entry. */
 static void choose_grid(st_tensormap *m, st_tmap_key *k) {
-    uint64_t lo[TMAP_GRID_AFTER], hi[TMAP_GRID_AFTER];
-    uint32_t n = 0;
+    uint64_t lo[TMAP_GRID_AFTER], hi[TMAP_GRID_AFTER], cand[3 * TMAP_GRID_AFTER];
+    uint32_t n = 0, ncand = 0;
     uint32_t heads[2] = {k->general.writers, k->general.readers};
     for (int l = 0; l < 2; l++)
         for (uint32_t e = heads[l]; e != ST_TMAP_NIL && n < TMAP_GRID_AFTER; e = m->pool[e].next)
             if (m->pool[e].hi > m->pool[e].lo) {
                 lo[n] = m->pool[e].lo;
-                hi[n++] = m->pool[e].hi;
+                hi[n] = m->pool[e].hi;
+                cand[ncand++] = hi[n] - lo[n];
+                cand[ncand++] = pow2_at_least(hi[n] - lo[n]);
+                uint64_t period = outer_period(m, e);
+                if (period > hi[n] - lo[n])
+                    cand[ncand++] = period;
+                n++;
             }
-    uint64_t best_grid = 0, best_phase = 0, grids[2 * TMAP_GRID_AFTER], phases[TMAP_GRID_AFTER];
+    uint64_t best_grid = 0, best_phase = 0, grids[3 * TMAP_GRID_AFTER], phases[TMAP_GRID_AFTER];
     uint32_t best_score = 0, ngrids = 0;
-    for (uint32_t i = 0; i < 2 * n; i++) {
-        uint64_t grid = hi[i / 2] - lo[i / 2];
-        if (i & 1)
-            grid = pow2_at_least(grid);
+    for (uint32_t i = 0; i < ncand; i++) {
+        uint64_t grid = cand[i];
         if (seen_before(grids, ngrids, grid))
-            continue; /* tiles of one size: one candidate (two if not a power of two) */
+            continue; /* tiles of one size: one or two candidates */
         grids[ngrids++] = grid;
         uint32_t nphases = 0;
         for (uint32_t j = 0; j < n; j++) {

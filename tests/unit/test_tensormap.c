@@ -870,6 +870,34 @@ static void test_tiles_2d(void **state) {
     assert_int_equal(st_tmap_live_entries(m), 1);
 }
 
+/* 2-D tiles of a matrix whose rows are not a power of two bytes (200-byte
+ * rows, tiles of 20 x 20): the cell is still one row of tiles. */
+static void test_tiles_2d_any_rows(void **state) {
+    st_tensormap *m = *state;
+    static deps d;
+    strata_buffer_id k = bid(1);
+    for (int64_t r = 0; r < 12; r++)
+        for (int64_t c = 0; c < 10; c++) {
+            strata_tensor t;
+            memset(&t, 0, sizeof t);
+            t.dtype = STRATA_U8;
+            t.rank = 2;
+            t.offset = (uint64_t)(r * 20 * 200 + c * 20);
+            t.shape[0] = t.shape[1] = 20;
+            t.strides[0] = 200;
+            t.strides[1] = 1;
+            st_footprint f;
+            st_footprint_of(&t, &f);
+            uint64_t before = m->walked;
+            submit(m, &k, &f, STRATA_OUT, (uint64_t)(r * 10 + c) + 1, &d);
+            assert_int_equal(d.n, 0);
+            if (r > 2) /* once the grid is set: the tiles of its own row only */
+                assert_true(m->walked - before <= 2 * 10);
+        }
+    assert_int_equal(grid_rec(m, &k)->grid, 20 * 200);
+    assert_int_equal(key_rec(m, &k)->ngeneral, 0);
+}
+
 /* 12,000 tiles: a tile's lookup walks its own cell, not 12,000 entries. */
 #define MANY_TILES 12000
 
@@ -1126,6 +1154,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_whole_writer_after_tile_readers, setup, teardown),
         cmocka_unit_test_setup_teardown(test_tiles_strided_interleaved, setup, teardown),
         cmocka_unit_test_setup_teardown(test_tiles_2d, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_tiles_2d_any_rows, setup, teardown),
         cmocka_unit_test_setup_teardown(test_many_tiles, setup, teardown),
         cmocka_unit_test_setup_teardown(test_far_tile, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cells_growth_failure, setup, teardown),
