@@ -34,6 +34,14 @@
 #define TASK_WINDOW 65536 /* larger than any run here: no back-pressure */
 #define DEFAULT_TASKS 20000
 #define QUICK_TASKS 2000
+#define ST_TILES 4096 /* the stencil's tiles: two rows of ST_WIDTH */
+#define ST_WIDTH (ST_TILES / 2)
+#define ST_TILE_BYTES 16
+#define ST_LAYERS 10 /* 20 480 tasks a run */
+#define ST_QUICK_LAYERS 2
+#define TARGET_VIEWS_RATIO 1.2
+#define ST_BEST_OF 3     /* builds per stencil sample */
+#define ST_REPS_FACTOR 3 /* stencil samples per --reps: the ratio of two medians needs more */
 
 /* ---- strata -------------------------------------------------------------------- */
 
@@ -162,17 +170,15 @@ static void strata_stop(strata_side *s) {
     s->w = NULL;
 }
 
-/* One repetition: the loop's µs per task, and strata_worker_submit()'s. The gate
- * opens only after strata_worker_submit() returned, so with `gated` no task body runs
- * while the graph is built. */
-static int strata_sample(strata_side *s, int gated, int one_call, double *loop_us,
-                         double *submit_us) {
-    build_call call = {s, gated, one_call, 0};
+/* One run of fn, whose gate task (if it submits one) opens only after
+ * strata_worker_submit() returned, so no task body runs while the graph is
+ * built. *submit_ns: the strata_worker_submit() call. */
+static int run_behind_gate(strata_side *s, strata_orch_fn fn, void *arg, uint64_t *submit_ns) {
     strata_run *h = NULL;
     sem_init(&s->gate_open, 0, 0);
     uint64_t t0 = bench_now_ns();
-    int rc = strata_worker_submit(s->w, orchestrate_build, &call, &h);
-    uint64_t t1 = bench_now_ns();
+    int rc = strata_worker_submit(s->w, fn, arg, &h);
+    *submit_ns = bench_now_ns() - t0;
     sem_post(&s->gate_open); /* also when the submit failed: never leave the gate shut */
     int wrc = h ? strata_run_wait(h, STRATA_WAIT_FOREVER) : STRATA_OK;
     if (h && wrc)
@@ -181,10 +187,106 @@ static int strata_sample(strata_side *s, int gated, int one_call, double *loop_u
     sem_destroy(&s->gate_open);
     if (rc)
         return strata_fail("strata_worker_submit", rc);
-    if (wrc)
-        return wrc;
+    return wrc;
+}
+
+/* One repetition: the loop's µs per task, and strata_worker_submit()'s;
+ * one_call: the graph in the one-call form. */
+static int strata_sample(strata_side *s, int gated, int one_call, double *loop_us,
+                         double *submit_us) {
+    build_call call = {s, gated, one_call, 0};
+    uint64_t submit_ns = 0;
+    int rc = run_behind_gate(s, orchestrate_build, &call, &submit_ns);
+    if (rc)
+        return rc;
     *loop_us = (double)call.loop_ns / 1e3 / s->ntasks;
-    *submit_us = (double)(t1 - t0) / 1e3 / s->ntasks;
+    *submit_us = (double)submit_ns / 1e3 / s->ntasks;
+    return 0;
+}
+
+/* ---- strata: a layered stencil over tiles, views of one buffer or buffers ------ */
+
+/* Task x of layer t writes tile (t mod 2, x) and reads tiles x-1, x, x+1 of
+ * the other row (wrapping): every tile is live in the tensor map at once. */
+typedef struct stencil_side {
+    int layers;
+    strata_buffer *one;            /* every tile, as views */
+    strata_buffer *own[ST_TILES];  /* every tile a buffer of its own */
+    strata_tensor view[ST_TILES];  /* tile i of `one` */
+    strata_tensor whole[ST_TILES]; /* all of own[i] */
+    strata_buffer *gate_buf;       /* the gate writes it, layer 0 reads it */
+    strata_tensor gate;
+} stencil_side;
+
+typedef struct stencil_call {
+    strata_side *side;
+    const stencil_side *st;
+    const strata_tensor *tiles; /* view or whole */
+    uint64_t loop_ns;
+} stencil_call;
+
+static int submit_stencil_task(strata_orch *o, const stencil_call *c, int t, int x) {
+    const strata_tensor *src = &c->tiles[((t + 1) % 2) * ST_WIDTH];
+    strata_task_args a;
+    strata_args_init(&a);
+    if (t == 0)
+        STRATA_TRY(strata_args_add_tensor(&a, &c->st->gate, STRATA_IN));
+    STRATA_TRY(strata_args_add_tensor(&a, &src[(x + ST_WIDTH - 1) % ST_WIDTH], STRATA_IN));
+    STRATA_TRY(strata_args_add_tensor(&a, &src[x], STRATA_IN));
+    STRATA_TRY(strata_args_add_tensor(&a, &src[(x + 1) % ST_WIDTH], STRATA_IN));
+    STRATA_TRY(strata_args_add_tensor(&a, &c->tiles[(t % 2) * ST_WIDTH + x], STRATA_OUT));
+    return strata_orch_submit_sub(o, c->side->empty, &a);
+}
+
+static int orchestrate_stencil(strata_orch *o, void *arg) {
+    stencil_call *c = arg;
+    strata_task_args g;
+    strata_args_init(&g);
+    STRATA_TRY(strata_args_add_tensor(&g, &c->st->gate, STRATA_OUT));
+    STRATA_TRY(strata_orch_submit_sub(o, c->side->gate, &g));
+    uint64_t t0 = bench_now_ns();
+    for (int t = 0; t < c->st->layers; t++)
+        for (int x = 0; x < ST_WIDTH; x++)
+            STRATA_TRY(submit_stencil_task(o, c, t, x));
+    c->loop_ns = bench_now_ns() - t0;
+    return STRATA_OK;
+}
+
+static int stencil_make(strata_side *s, stencil_side *st, int layers) {
+    int64_t n = ST_TILE_BYTES / sizeof(float);
+    st->layers = layers;
+    int rc = strata_buffer_create(s->w, (size_t)ST_TILES * ST_TILE_BYTES, &st->one);
+    if (!rc)
+        rc = strata_buffer_create(s->w, ST_TILE_BYTES, &st->gate_buf);
+    if (!rc)
+        rc = strata_tensor_contiguous(st->gate_buf, STRATA_F32, 1, &n, &st->gate);
+    for (int i = 0; !rc && i < ST_TILES; i++) {
+        rc = strata_tensor_view(st->one, (uint64_t)i * ST_TILE_BYTES, STRATA_F32, 1, &n, NULL,
+                                &st->view[i]);
+        if (!rc)
+            rc = strata_buffer_create(s->w, ST_TILE_BYTES, &st->own[i]);
+        if (!rc)
+            rc = strata_tensor_contiguous(st->own[i], STRATA_F32, 1, &n, &st->whole[i]);
+    }
+    return rc ? strata_fail("making the stencil's tiles", rc) : 0;
+}
+
+static void stencil_free(stencil_side *st) {
+    strata_buffer_destroy(st->one);
+    strata_buffer_destroy(st->gate_buf);
+    for (int i = 0; i < ST_TILES; i++)
+        strata_buffer_destroy(st->own[i]);
+}
+
+/* One repetition over views (views != 0) or separate buffers: µs per task of
+ * the orchestration loop, workers gated. */
+static int stencil_sample(strata_side *s, const stencil_side *st, int views, double *loop_us) {
+    stencil_call c = {s, st, views ? st->view : st->whole, 0};
+    uint64_t submit_ns = 0;
+    int rc = run_behind_gate(s, orchestrate_stencil, &c, &submit_ns);
+    if (rc)
+        return rc;
+    *loop_us = (double)c.loop_ns / 1e3 / ((double)st->layers * ST_WIDTH);
     return 0;
 }
 
@@ -263,6 +365,7 @@ typedef struct series_set {
 typedef struct sides {
     const bench_options *opt;
     strata_side strata;
+    stencil_side stencil;
     int starpu_ok;
     char starpu_why[128];
 #if BENCH_HAVE_STARPU
@@ -370,6 +473,50 @@ static int run_all(sides *sd, const bench_options *opt, bench_report *report, in
     return 0;
 }
 
+/* One sample of each: the best of ST_BEST_OF builds, views and buffers
+ * alternating, so a burst of the shared machine's other load neither lands
+ * on one side only nor decides a sample. */
+static int stencil_pair(sides *sd, int views_first, double *views_us, double *buffers_us) {
+    *views_us = *buffers_us = 1e300;
+    bench_settle();
+    for (int i = 0; i < 2 * ST_BEST_OF; i++) {
+        int as_views = (i + views_first) % 2;
+        double us;
+        if (stencil_sample(&sd->strata, &sd->stencil, as_views, &us))
+            return -1;
+        double *best = as_views ? views_us : buffers_us;
+        *best = us < *best ? us : *best;
+    }
+    return 0;
+}
+
+static int run_stencil(sides *sd, const bench_options *opt, bench_report *report) {
+    static bench_series views, buffers;
+    if (!bench_wants(opt, "strata"))
+        return 0;
+    double v, b;
+    if (stencil_pair(sd, 1, &v, &b)) /* warm-up */
+        return -1;
+    int reps = opt->quick ? opt->reps : opt->reps * ST_REPS_FACTOR; /* --quick: not judged */
+    reps = reps > BENCH_MAX_REPS ? BENCH_MAX_REPS : reps;
+    for (int r = 0; r < reps; r++) {
+        if (stencil_pair(sd, r % 2, &v, &b))
+            return -1;
+        bench_series_add(&views, v);
+        bench_series_add(&buffers, b);
+    }
+    bench_table *t =
+        bench_report_table(report,
+                           "layered stencil over %d tiles of %d bytes (IN x-1, x, x+1, "
+                           "OUT x): %d layers, workers gated, median of %d (best of %d each)",
+                           ST_TILES, ST_TILE_BYTES, sd->stencil.layers, reps, ST_BEST_OF);
+    bench_row *row = bench_table_row(t, "views vs buffers", "us/task", &views, 0);
+    bench_row_compare(row, "buffers", bench_measured(&buffers), TARGET_VIEWS_RATIO);
+    bench_table_print(t);
+    printf("  strata: tiles as views of one buffer; buffers: every tile a buffer of its own\n");
+    return 0;
+}
+
 int main(int argc, char **argv) {
     bench_options opt;
     int prc = bench_parse_args(
@@ -388,6 +535,12 @@ int main(int argc, char **argv) {
     start_starpu(&sd, opt.workers, ntasks);
     int rc = run_all(&sd, &opt, &report, ntasks);
     stop_starpu(&sd);
+    /* the stencil's 4,098 buffers only now: the rows above run as they always did */
+    if (!rc)
+        rc = stencil_make(&sd.strata, &sd.stencil, opt.quick ? ST_QUICK_LAYERS : ST_LAYERS);
+    if (!rc)
+        rc = run_stencil(&sd, &opt, &report);
+    stencil_free(&sd.stencil);
     strata_stop(&sd.strata);
     if (rc)
         return 1;

@@ -4,8 +4,10 @@
  * recorded since, each a task reference plus the footprint it touched.
  * IN waits for the last writer(s) of overlapping bytes; OUT / INOUT /
  * OUT_EXISTING wait for the last writers and every reader since, then become
- * the writer. The engine does the lookup and then the insert; this module
- * only stores and finds.
+ * the writer. A view without bytes meets nothing and is not stored. The
+ * engine does the lookup and then the insert; this module only stores and
+ * finds. A lookup's cost follows the entries in the cells of its byte range
+ * (tiles of one buffer), not every entry of the buffer (tensormap.c).
  * Must never: lock (the engine calls it under its own lock), malloc on the
  * common path (entries come from a pooled free list, tables grow by
  * doubling), walk the whole table on reset, or hand a lookup an entry whose
@@ -49,23 +51,48 @@ typedef struct st_tmap_slot { /* open-addressing index (linear probing) */
     uint32_t rec;   /* index into keys[] */
 } st_tmap_slot;
 
-typedef struct st_tmap_key { /* one buffer identity of the current run */
+typedef struct st_tmap_lists { /* list heads, newest first */
+    uint32_t writers, readers;
+} st_tmap_lists;
+
+/* One buffer identity of the current run. Its entries are in `general`, or,
+ * once the buffer holds many, in the cell of a regular grid over its bytes
+ * that wholly holds their byte range (its st_tmap_grid). A lookup then walks
+ * only the cells its footprint's range meets (see tensormap.c). */
+typedef struct st_tmap_key {
     uint32_t slot;
-    uint32_t writers, readers; /* list heads, newest first */
-    uint32_t nwriters, nreaders;
+    st_tmap_lists general;      /* entries held by no cell */
+    uint32_t ngeneral, ncelled; /* entries in general / in cells */
+    uint32_t migrate_at;        /* move general entries into cells when ngeneral reaches it */
+    uint8_t gridded;            /* its grid is set */
 } st_tmap_key;
+
+/* The grid of key record r, keys[r]'s cold half (a lookup of a buffer
+ * without one never reads it): cell c is [phase + c * grid, phase + (c + 1)
+ * * grid). */
+typedef struct st_tmap_grid {
+    uint64_t grid;        /* cell bytes, while the key is gridded */
+    uint64_t phase;       /* < grid */
+    st_tmap_lists *cells; /* stays with the record index across runs */
+    uint32_t ncells;      /* cells[0, ncells) are valid (while the key is gridded) */
+    uint32_t cells_cap;
+    uint8_t shift; /* log2(grid) when grid is a power of two */
+} st_tmap_grid;
 
 typedef struct st_tensormap {
     st_tmap_slot *slots;
     uint32_t cap;   /* slots, a power of two */
     uint32_t epoch; /* never 0 */
     uint32_t nused;
-    st_tmap_key *keys; /* dense array of the current run's keys */
+    st_tmap_key *keys;   /* dense array of the current run's keys */
+    st_tmap_grid *grids; /* parallel to keys[] (keys_cap of them) */
     uint32_t nkeys, keys_cap;
+    size_t ncells;       /* cells valid this run, all keys together (sweeps walk them) */
     st_tmap_entry *pool; /* entries: [0, pool_used) handed out, free ones chained */
     uint32_t pool_used, pool_cap, free_head;
     size_t nentries; /* entries stored */
-    size_t sweep_at; /* sweep for dead entries when nentries + nkeys reaches this */
+    size_t sweep_at; /* sweep for dead entries when nentries + nkeys + ncells reaches this */
+    uint64_t walked; /* entries lookups and prunes looked at, ever (tests read it) */
     st_tmap_alive_fn alive;
     void *alive_ctx;
     st_tmap_fp_fn fp_fn; /* NULL: full footprints are kept in fps[] instead */

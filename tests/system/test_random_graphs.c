@@ -11,12 +11,13 @@
  * cannot explain.
  *
  * Graph shape: three main buffers of 64 int32 plus one constant buffer; each
- * task has 1-4 random views (contiguous, strided rank 1, strided rank 2) with
- * random tags; some tasks are sub groups of two members; scopes nest up to
- * depth 4; strata_orch_alloc intermediates are produced, transformed and
- * consumed inside the scope that allocated them (half of them are produced
- * by an OUT tensor without memory instead). Scale the amount of work with
- * STRATA_TEST_SCALE (default 1; e.g. 0.1 for a quick run).
+ * task has 1-4 random views (contiguous, aligned tiles of 4 elements, strided
+ * rank 1, strided rank 2) with random tags; some tasks are sub groups of two
+ * members; scopes nest up to depth 4; strata_orch_alloc intermediates are
+ * produced, transformed and consumed inside the scope that allocated them
+ * (half of them are produced by an OUT tensor without memory instead). Scale
+ * the amount of work with STRATA_TEST_SCALE (default 1; e.g. 0.1 for a quick
+ * run).
  *
  * What is checked, per run: self-overlapping tasks are rejected with
  * STRATA_EINVAL; without injected failures every task runs and the run
@@ -296,7 +297,13 @@ static bool view_footprint(view *v) {
 static void random_buffer_view(uint64_t *s, int buf, view *v) {
     memset(v, 0, sizeof *v);
     v->buf = (uint8_t)buf;
-    switch (rnd(s, 3)) {
+    switch (rnd(s, 4)) {
+    case 3: /* an aligned tile of 4 elements: tilings get the tensor map's cells */
+        v->rank = 1;
+        v->shape[0] = 4;
+        v->stride[0] = 1;
+        v->off = 4 * (int)rnd(s, ELEMS / 4);
+        return;
     case 0: /* contiguous */
         v->rank = 1;
         v->shape[0] = 1 + (int)rnd(s, 24);

@@ -1,7 +1,10 @@
 /* tests/unit/test_tensormap.c - the dependency map: tag semantics, partial
  * and strided overlaps, coverage dropping, keys, reset, dead entries and
- * growth. A randomized run checks every dependency the byte-level semantics
- * require is implied (directly or transitively) by what the map reports.
+ * growth; tiled views of one buffer (the cells: lookups that walk only the
+ * tiles they touch). A randomized run checks every dependency the byte-level
+ * semantics require is implied (directly or transitively) by what the map
+ * reports, and another that the map reports exactly the producers of a
+ * brute-force list of every entry.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -9,10 +12,11 @@
 #include "test_support.h"
 
 #include "core/tensormap.h"
+#include "util/alloc.h"
 
 /* ---- helpers ---------------------------------------------------------------- */
 
-#define MAXDEPS 4096
+#define MAXDEPS 32768
 
 typedef struct deps {
     uint64_t ref[MAXDEPS];
@@ -667,6 +671,466 @@ static void test_rebuilt_footprints_match_stored(void **state) {
     st_tmap_destroy(&rebuilt);
 }
 
+/* ---- tiled views of one buffer ---------------------------------------------- */
+
+#define TILE 16 /* bytes of a tile */
+
+static st_footprint tile(uint64_t i) {
+    return range(i * TILE, (i + 1) * TILE);
+}
+
+/* The record of key k (the test reads the map's layout). */
+static const st_tmap_key *key_rec(const st_tensormap *m, const strata_buffer_id *k) {
+    for (uint32_t r = 0; r < m->nkeys; r++) {
+        const strata_buffer_id *s = &m->slots[m->keys[r].slot].key;
+        if (s->id == k->id && s->generation == k->generation && s->owner == k->owner)
+            return &m->keys[r];
+    }
+    return NULL;
+}
+
+/* The grid of key k's record. */
+static const st_tmap_grid *grid_rec(const st_tensormap *m, const strata_buffer_id *k) {
+    const st_tmap_key *rec = key_rec(m, k);
+    assert_non_null(rec);
+    assert_true(rec->gridded);
+    return &m->grids[rec - m->keys];
+}
+
+static void test_tiles_disjoint_independent(void **state) {
+    st_tensormap *m = *state;
+    static deps d;
+    strata_buffer_id k = bid(1);
+    for (uint64_t i = 0; i < 256; i++) {
+        st_footprint f = tile(i);
+        submit(m, &k, &f, STRATA_OUT, i + 1, &d);
+        assert_int_equal(d.n, 0);
+    }
+    for (uint64_t i = 0; i < 256; i++) { /* each tile's reader waits for its writer only */
+        st_footprint f = tile(i);
+        submit(m, &k, &f, STRATA_IN, 1000 + i, &d);
+        assert_int_equal(d.n, 1);
+        assert_int_equal(d.ref[0], i + 1);
+    }
+    const st_tmap_key *rec = key_rec(m, &k);
+    assert_non_null(rec);
+    assert_int_equal(grid_rec(m, &k)->grid, TILE); /* the tiles went to cells */
+    assert_int_equal(rec->ncelled, 512);
+}
+
+static void test_tiles_overlapping_ordered(void **state) {
+    st_tensormap *m = *state;
+    static deps d;
+    strata_buffer_id k = bid(1);
+    for (uint64_t i = 0; i < 64; i++) {
+        st_footprint f = tile(i);
+        submit(m, &k, &f, STRATA_OUT, i + 1, &d);
+    }
+    /* a view across tiles 9 and 10 (in no cell) waits for both writers */
+    st_footprint across = range(9 * TILE + 8, 10 * TILE + 8);
+    submit(m, &k, &across, STRATA_INOUT, 100, &d);
+    assert_int_equal(d.n, 2);
+    assert_true(has_dep(&d, 10) && has_dep(&d, 11));
+    /* half of tile 10 now waits for the view across, and for tile 10's writer */
+    st_footprint half = range(10 * TILE, 10 * TILE + 8);
+    submit(m, &k, &half, STRATA_IN, 101, &d);
+    assert_int_equal(d.n, 2);
+    assert_true(has_dep(&d, 100) && has_dep(&d, 11));
+    /* the other half meets tile 10's writer only */
+    st_footprint other = range(10 * TILE + 8, 11 * TILE);
+    submit(m, &k, &other, STRATA_IN, 102, &d);
+    assert_int_equal(d.n, 1);
+    assert_true(has_dep(&d, 11));
+    /* rewriting tile 10 waits for its writer, the view across, both halves */
+    st_footprint t10 = tile(10);
+    submit(m, &k, &t10, STRATA_OUT, 103, &d);
+    assert_int_equal(d.n, 4);
+    assert_true(has_dep(&d, 11) && has_dep(&d, 100) && has_dep(&d, 101) && has_dep(&d, 102));
+}
+
+static void test_whole_writer_after_tile_readers(void **state) {
+    st_tensormap *m = *state;
+    static deps d;
+    strata_buffer_id k = bid(1);
+    st_footprint all = whole(1024 * TILE);
+    submit(m, &k, &all, STRATA_OUT, 1, &d);
+    for (uint64_t i = 0; i < 1024; i++) { /* a tile reader after a whole writer waits for it */
+        st_footprint f = tile(i);
+        submit(m, &k, &f, STRATA_IN, 10 + i, &d);
+        assert_int_equal(d.n, 1);
+        assert_int_equal(d.ref[0], 1);
+    }
+    assert_true(key_rec(m, &k)->ncelled > 1000);
+    assert_int_equal(grid_rec(m, &k)->grid, TILE); /* the whole-buffer view did not set it */
+    submit(m, &k, &all, STRATA_OUT, 5000, &d);     /* waits for the writer and all 1024 readers */
+    assert_int_equal(d.n, 1025);
+    assert_true(has_dep(&d, 1));
+    for (uint64_t i = 0; i < 1024; i++)
+        assert_true(has_dep(&d, 10 + i));
+    assert_int_equal(st_tmap_live_entries(m), 1);
+    st_footprint f = tile(77);
+    submit(m, &k, &f, STRATA_IN, 6000, &d);
+    assert_int_equal(d.n, 1);
+    assert_int_equal(d.ref[0], 5000);
+}
+
+/* A u8 view of column block c (`w` bytes wide) of a rows x cols matrix. */
+static st_footprint col_block(int64_t rows, int64_t cols, int64_t c, int64_t w) {
+    strata_tensor t;
+    memset(&t, 0, sizeof t);
+    t.dtype = STRATA_U8;
+    t.rank = 2;
+    t.offset = (uint64_t)(c * w);
+    t.shape[0] = rows;
+    t.shape[1] = w;
+    t.strides[0] = cols;
+    t.strides[1] = 1;
+    st_footprint f;
+    st_footprint_of(&t, &f);
+    return f;
+}
+
+/* Strided views that interleave without sharing a byte stay independent,
+ * next to tiles of the same buffer in cells. */
+static void test_tiles_strided_interleaved(void **state) {
+    st_tensormap *m = *state;
+    static deps d;
+    strata_buffer_id k = bid(1);
+    const int64_t rows = 64, cols = 64; /* 4096 bytes, 256 tiles of 16 */
+    for (uint64_t i = 0; i < 256; i++) {
+        st_footprint f = tile(i);
+        submit(m, &k, &f, STRATA_OUT, i + 1, &d);
+    }
+    for (int64_t c = 0; c < 16; c++) { /* 16 column blocks of 4 bytes: each meets every row */
+        st_footprint f = col_block(rows, cols, c, 4);
+        submit(m, &k, &f, STRATA_OUT, 1000 + (uint64_t)c, &d);
+        /* row r's bytes [r*64 + 4c, +4) lie in tile 4r + c/4 */
+        assert_int_equal(d.n, 64);
+        for (int64_t r = 0; r < rows; r++)
+            assert_true(has_dep(&d, (uint64_t)(4 * r + c / 4) + 1));
+    }
+    /* a block reader waits for its block's writer and, as no single later
+     * writer covers them, for the tiles it crosses: not for other blocks */
+    st_footprint c5 = col_block(rows, cols, 5, 4);
+    submit(m, &k, &c5, STRATA_IN, 2000, &d);
+    assert_int_equal(d.n, 65);
+    assert_true(has_dep(&d, 1005));
+    for (uint64_t c = 0; c < 16; c++)
+        assert_int_equal(has_dep(&d, 1000 + c), c == 5);
+    st_footprint t1 = tile(1); /* bytes 16..31 of row 0: column blocks 4..7 */
+    submit(m, &k, &t1, STRATA_IN, 2001, &d);
+    assert_int_equal(d.n, 5);
+    assert_true(has_dep(&d, 2));
+    for (uint64_t c = 4; c < 8; c++)
+        assert_true(has_dep(&d, 1000 + c));
+}
+
+/* Tile (r, c) of a 256 x 256 u8 matrix cut in 16 x 16 tiles of 16 x 16. */
+static st_footprint tile2d(int64_t r, int64_t c) {
+    strata_tensor t;
+    memset(&t, 0, sizeof t);
+    t.dtype = STRATA_U8;
+    t.rank = 2;
+    t.offset = (uint64_t)(r * 16 * 256 + c * 16);
+    t.shape[0] = t.shape[1] = 16;
+    t.strides[0] = 256;
+    t.strides[1] = 1;
+    st_footprint f;
+    st_footprint_of(&t, &f);
+    return f;
+}
+
+/* 2-D tiles (strided views whose byte ranges interleave within a row of
+ * tiles): a cell per row of tiles, so a tile's lookup walks its own row. */
+static void test_tiles_2d(void **state) {
+    st_tensormap *m = *state;
+    static deps d;
+    strata_buffer_id k = bid(1);
+    for (int64_t r = 0; r < 16; r++)
+        for (int64_t c = 0; c < 16; c++) {
+            st_footprint f = tile2d(r, c);
+            submit(m, &k, &f, STRATA_OUT, (uint64_t)(r * 16 + c) + 1, &d);
+            assert_int_equal(d.n, 0); /* tiles never meet */
+        }
+    for (int64_t r = 0; r < 16; r++)
+        for (int64_t c = 0; c < 16; c++) {
+            st_footprint f = tile2d(r, c);
+            uint64_t before = m->walked;
+            submit(m, &k, &f, STRATA_IN, (uint64_t)(r * 16 + c) + 1000, &d);
+            assert_true(m->walked - before <= 16); /* the writers of its row, not all 256 */
+            assert_int_equal(d.n, 1);
+            assert_int_equal(d.ref[0], (uint64_t)(r * 16 + c) + 1);
+        }
+    const st_tmap_key *rec = key_rec(m, &k);
+    assert_int_equal(grid_rec(m, &k)->grid, 16 * 256);
+    assert_int_equal(rec->ncelled, 512);
+    st_footprint all = whole(256 * 256);
+    submit(m, &k, &all, STRATA_OUT, 5000, &d);
+    assert_int_equal(d.n, 512);
+    assert_int_equal(st_tmap_live_entries(m), 1);
+}
+
+/* 2-D tiles of a matrix whose rows are not a power of two bytes (200-byte
+ * rows, tiles of 20 x 20): the cell is still one row of tiles. */
+static void test_tiles_2d_any_rows(void **state) {
+    st_tensormap *m = *state;
+    static deps d;
+    strata_buffer_id k = bid(1);
+    for (int64_t r = 0; r < 12; r++)
+        for (int64_t c = 0; c < 10; c++) {
+            strata_tensor t;
+            memset(&t, 0, sizeof t);
+            t.dtype = STRATA_U8;
+            t.rank = 2;
+            t.offset = (uint64_t)(r * 20 * 200 + c * 20);
+            t.shape[0] = t.shape[1] = 20;
+            t.strides[0] = 200;
+            t.strides[1] = 1;
+            st_footprint f;
+            st_footprint_of(&t, &f);
+            uint64_t before = m->walked;
+            submit(m, &k, &f, STRATA_OUT, (uint64_t)(r * 10 + c) + 1, &d);
+            assert_int_equal(d.n, 0);
+            if (r > 2) /* once the grid is set: the tiles of its own row only */
+                assert_true(m->walked - before <= 2 * 10);
+        }
+    assert_int_equal(grid_rec(m, &k)->grid, 20 * 200);
+    assert_int_equal(key_rec(m, &k)->ngeneral, 0);
+}
+
+/* 12,000 tiles: a tile's lookup walks its own cell, not 12,000 entries. */
+#define MANY_TILES 12000
+
+static void test_many_tiles(void **state) {
+    st_tensormap *m = *state;
+    static deps d;
+    strata_buffer_id k = bid(1);
+    for (uint64_t i = 0; i < MANY_TILES; i++) {
+        st_footprint f = tile(i);
+        submit(m, &k, &f, STRATA_OUT, i + 1, &d);
+        assert_int_equal(d.n, 0);
+    }
+    for (uint64_t i = 0; i < MANY_TILES; i++) {
+        st_footprint f = tile(i);
+        submit(m, &k, &f, STRATA_IN, MANY_TILES + 1 + i, &d);
+    }
+    assert_int_equal(st_tmap_live_entries(m), 2 * MANY_TILES);
+    uint64_t worst = 0;
+    for (uint64_t i = 0; i < MANY_TILES; i += 97) {
+        st_footprint f = tile(i);
+        uint64_t before = m->walked;
+        d.n = 0;
+        assert_ok(st_tmap_lookup(m, &k, &f, 1, collect, &d));
+        uint64_t walked = m->walked - before;
+        worst = walked > worst ? walked : worst;
+        assert_int_equal(d.n, 2);
+        assert_true(has_dep(&d, i + 1) && has_dep(&d, MANY_TILES + 1 + i));
+    }
+    print_message("many tiles: at most %llu entries walked by a tile's lookup\n",
+                  (unsigned long long)worst);
+    assert_true(worst <= 4);
+    st_footprint all = whole(MANY_TILES * TILE);
+    submit(m, &k, &all, STRATA_IN, 3 * MANY_TILES, &d);
+    assert_int_equal(d.n, MANY_TILES);
+    submit(m, &k, &all, STRATA_OUT, 3 * MANY_TILES + 1, &d);
+    assert_int_equal(d.n, 2 * MANY_TILES + 1);
+    assert_int_equal(st_tmap_live_entries(m), 1);
+}
+
+/* A tile far into a huge buffer gets no cells that far (the general lists
+ * hold it), and is still found. */
+static void test_far_tile(void **state) {
+    st_tensormap *m = *state;
+    static deps d;
+    strata_buffer_id k = bid(1);
+    for (uint64_t i = 0; i < 64; i++) {
+        st_footprint f = tile(i);
+        submit(m, &k, &f, STRATA_OUT, i + 1, &d);
+    }
+    uint64_t far = (uint64_t)1 << 40;
+    st_footprint f = range(far, far + TILE);
+    submit(m, &k, &f, STRATA_OUT, 100, &d);
+    assert_int_equal(d.n, 0);
+    const st_tmap_key *rec = key_rec(m, &k);
+    assert_true(grid_rec(m, &k)->ncells <= 16384);
+    assert_int_equal(rec->ngeneral, 1);
+    submit(m, &k, &f, STRATA_IN, 101, &d);
+    assert_int_equal(d.n, 1);
+    assert_true(has_dep(&d, 100));
+    st_footprint all = whole(far + TILE);
+    submit(m, &k, &all, STRATA_OUT, 102, &d);
+    assert_int_equal(d.n, 66);
+}
+
+/* Cells that cannot grow fail the insert before it stores anything; the map
+ * still answers every lookup, and grows once memory is back. */
+static void test_cells_growth_failure(void **state) {
+    st_tensormap *m = *state;
+    static deps d;
+    strata_buffer_id k = bid(1);
+    for (uint64_t i = 0; i < 16; i++) { /* general entries: the next insert makes the grid */
+        st_footprint f = tile(i);
+        submit(m, &k, &f, STRATA_OUT, i + 1, &d);
+    }
+    st_footprint t16 = tile(16);
+    st_alloc_fail_after(1, ST_ALLOC_FAIL_FROM, ST_ALLOC_THIS_THREAD);
+    assert_fails(STRATA_ENOMEM, "cells", st_tmap_insert_writer(m, &k, &t16, 17, 0));
+    st_alloc_hook_off();
+    assert_true(st_alloc_failed() >= 1);
+    assert_int_equal(st_tmap_live_entries(m), 16); /* nothing half stored */
+    for (uint64_t i = 0; i < 16; i++) {
+        st_footprint f = tile(i);
+        submit(m, &k, &f, STRATA_IN, 100 + i, &d);
+        assert_int_equal(d.n, 1);
+        assert_int_equal(d.ref[0], i + 1);
+    }
+    submit(m, &k, &t16, STRATA_OUT, 17, &d);
+    assert_int_equal(d.n, 0);
+    assert_true(key_rec(m, &k)->ncelled > 0);
+    st_footprint all = whole(17 * TILE);
+    submit(m, &k, &all, STRATA_OUT, 200, &d);
+    assert_int_equal(d.n, 33);
+}
+
+/* ---- randomized: exactly the producers of a brute-force entry list --------- */
+
+#define BF_TILES 48
+#define BF_BYTES (BF_TILES * TILE)
+#define BF_KEYS 2
+#define BF_OPS 3000
+#define BF_MAX 8192
+
+typedef struct bf_entry {
+    uint64_t ref;
+    int key, writer;
+    st_footprint fp;
+} bf_entry;
+
+typedef struct bf_list {
+    bf_entry e[BF_MAX];
+    int n;
+} bf_list;
+
+/* Mostly tiles, else halves, runs of tiles, odd ranges, strided blocks, 2-D
+ * tiles, the whole buffer. */
+static st_footprint bf_view(uint64_t *st) {
+    uint64_t t = ts_rand(st) % BF_TILES, pick = ts_rand(st) % 17;
+    if (pick < 8)
+        return tile(t);
+    if (pick < 10)
+        return range(t * TILE + (pick & 1) * 8, t * TILE + (pick & 1) * 8 + 8);
+    if (pick < 11) {
+        uint64_t n = 1 + ts_rand(st) % (BF_TILES - t);
+        return range(t * TILE, (t + n) * TILE);
+    }
+    if (pick < 12) {
+        uint64_t lo = ts_rand(st) % BF_BYTES, n = ts_rand(st) % (BF_BYTES - lo + 1);
+        return range(lo, lo + n); /* may be empty */
+    }
+    if (pick < 15) /* 12 rows x 64 bytes: blocks of 4 bytes, strided */
+        return col_block(12, 64, (int64_t)(ts_rand(st) % 16), 4);
+    if (pick < 16) { /* the same matrix in 2-D tiles of 4 rows x 16 bytes */
+        strata_tensor v;
+        memset(&v, 0, sizeof v);
+        v.dtype = STRATA_U8;
+        v.rank = 2;
+        v.offset = (t % 3) * 4 * 64 + (t % 4) * 16;
+        v.shape[0] = 4;
+        v.shape[1] = 16;
+        v.strides[0] = 64;
+        v.strides[1] = 1;
+        st_footprint f;
+        st_footprint_of(&v, &f);
+        return f;
+    }
+    return whole(BF_BYTES);
+}
+
+/* The map's semantics on one flat list: a writer drops the entries it covers;
+ * a lookup reports every live overlapping writer (and reader). */
+static void bf_lookup(const bf_list *l, int key, const st_footprint *fp, int readers,
+                      const mw_liveness *live, deps *out) {
+    out->n = 0;
+    for (int i = 0; i < l->n; i++) {
+        const bf_entry *e = &l->e[i];
+        if (e->key == key && (e->writer || readers) && mw_alive((void *)live, e->ref) &&
+            st_footprint_overlap(&e->fp, fp) && !has_dep(out, e->ref))
+            out->ref[out->n++] = e->ref;
+    }
+}
+
+static void bf_insert(bf_list *l, int key, const st_footprint *fp, int writer, uint64_t ref) {
+    if (writer) {
+        int j = 0;
+        for (int i = 0; i < l->n; i++)
+            if (l->e[i].key != key || !st_footprint_covers(fp, &l->e[i].fp))
+                l->e[j++] = l->e[i];
+        l->n = j;
+    }
+    assert_true(l->n < BF_MAX);
+    l->e[l->n++] = (bf_entry){ref, key, writer, *fp};
+}
+
+static void unique_sorted(deps *d) {
+    sorted_deps(d);
+    int j = 0;
+    for (int i = 0; i < d->n; i++)
+        if (j == 0 || d->ref[j - 1] != d->ref[i])
+            d->ref[j++] = d->ref[i];
+    d->n = j;
+}
+
+static void test_random_tiles_match_brute_force(void **state) {
+    st_tensormap *m = *state;
+    static deps got, want;
+    static bf_list bf;
+    uint64_t st = 777;
+    mw_liveness live = {1, calloc(BF_OPS + 2, 1)};
+    assert_non_null(live.dead);
+    st_tmap_set_alive_fn(m, mw_alive, &live);
+    uint64_t celled = 0;
+    for (int trial = 0; trial < 12; trial++) {
+        st_tmap_reset(m);
+        bf.n = 0;
+        memset(live.dead, 0, BF_OPS + 2);
+        live.min_alive = 1;
+        for (uint64_t ref = 1; ref <= BF_OPS; ref++) {
+            int key = (int)(ts_rand(&st) % BF_KEYS);
+            strata_buffer_id k = bid((uint64_t)key + 1);
+            st_footprint f = bf_view(&st);
+            int writer = ts_rand(&st) % 3 == 0;
+            got.n = 0;
+            assert_ok(st_tmap_lookup(m, &k, &f, writer, collect, &got));
+            bf_lookup(&bf, key, &f, writer, &live, &want);
+            unique_sorted(&got);
+            sorted_deps(&want);
+            if (got.n != want.n)
+                print_message("view [%llu, %llu) dense %d rank %d writer %d\n",
+                              (unsigned long long)f.lo, (unsigned long long)f.hi, f.dense, f.rank,
+                              writer);
+            if (got.n != want.n)
+                fail_msg("trial %d op %llu: %d producers, brute force %d", trial,
+                         (unsigned long long)ref, got.n, want.n);
+            for (int i = 0; i < got.n; i++)
+                assert_int_equal(got.ref[i], want.ref[i]);
+            if (writer)
+                assert_ok(st_tmap_insert_writer(m, &k, &f, ref, 0));
+            else
+                assert_ok(st_tmap_insert_reader(m, &k, &f, ref, 0));
+            bf_insert(&bf, key, &f, writer, ref);
+            if (ts_rand(&st) % 4 == 0) /* tasks finish out of order; deaths are final */
+                live.dead[1 + ts_rand(&st) % ref] = 1;
+            if (ref % 500 == 0)
+                live.min_alive = ref - 400;
+            const st_tmap_key *rec = key_rec(m, &k);
+            celled += rec ? rec->ncelled : 0;
+        }
+    }
+    assert_true(celled > 0); /* the cells were exercised, not only the general lists */
+    st_tmap_set_alive_fn(m, NULL, NULL);
+    free(live.dead);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_tag_pairs, setup, teardown),
@@ -685,6 +1149,16 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_key_churn, setup, teardown),
         cmocka_unit_test_setup_teardown(test_model_whole_buffers, setup, teardown),
         cmocka_unit_test_setup_teardown(test_random_semantics, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_tiles_disjoint_independent, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_tiles_overlapping_ordered, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_whole_writer_after_tile_readers, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_tiles_strided_interleaved, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_tiles_2d, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_tiles_2d_any_rows, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_many_tiles, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_far_tile, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_cells_growth_failure, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_random_tiles_match_brute_force, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
