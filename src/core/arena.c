@@ -76,10 +76,18 @@ void st_arena_put(st_arena *a) {
     st_free(a);
 }
 
-void st_arena_seal(st_arena *a) {
+static void set_sealed(st_arena *a, int sealed) {
     st_mutex_lock(&a->lock);
-    a->sealed = 1;
+    a->sealed = sealed;
     st_mutex_unlock(&a->lock);
+}
+
+void st_arena_seal(st_arena *a) {
+    set_sealed(a, 1);
+}
+
+void st_arena_unseal(st_arena *a) {
+    set_sealed(a, 0);
 }
 
 int st_arena_is_owner(const st_arena *a) {

@@ -76,6 +76,9 @@ void st_arena_put(st_arena *a);
 /* From now on no region is added and no buffer gets its own mapping: called
  * before the worker forks its first process child. */
 void st_arena_seal(st_arena *a);
+/* Undo the seal: only once every process child forked since has been reaped
+ * (a failed strata_worker_init), so no process but the owner maps it. */
+void st_arena_unseal(st_arena *a);
 /* `n` zero-filled bytes, 64-byte aligned. *own_map is set to 0, or to n when
  * the memory is a mapping of its own (a large buffer of an unsealed arena:
  * release it with st_unmap, not st_arena_free). NULL with STRATA_ENOMEM set

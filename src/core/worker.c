@@ -366,6 +366,9 @@ void st_worker_start_undo(strata_worker *w, const st_start_plan *plan) {
     }
     if (plan->undo_children)
         plan->undo_children(w);
+    if (plan->shared_arena) /* every child forked since the seal is reaped: the worker is as created
+                             */
+        st_arena_unseal(w->arena);
     w->nsubs = 0;
     w->nidle_subs = 0;
     st_free(w->subs);

@@ -158,7 +158,7 @@ static void child_thread_stop(st_endpoint *base) {
     st_event_set(&ep->mbox, CHILD_STOP);
 }
 
-/* Phase 1 of the parent's init (its shared arena reserved, its own process
+/* Phase 1 of the parent's init (its shared arena sealed, its own process
  * children forked): the inner worker forks the processes below it, which so
  * see the parent's buffers, and waits for them; no thread starts. */
 static int child_thread_start_forks(st_endpoint *base) {

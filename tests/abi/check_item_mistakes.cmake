@@ -22,7 +22,9 @@ foreach(mistake RANGE 0 6)
     endif()
   elseif(rc EQUAL 0)
     list(APPEND failures "mistake ${mistake} compiled")
-  elseif(NOT err MATCHES "error: [^\n]*(_Generic|discards [^ ]*const[^ ]* qualifier)")
+  # gcc: "... in _Generic ..." / "discards 'const' qualifier"; clang: "not
+  # compatible with any generic association type" / "discards qualifiers".
+  elseif(NOT err MATCHES "error: [^\n]*(_Generic|generic association|discards [^\n]*qualifier)")
     list(APPEND failures "mistake ${mistake} failed for an unexpected reason:\n${err}")
   else()
     message(STATUS "mistake ${mistake}: refused at compile time")

@@ -307,10 +307,17 @@ static void a_process_sub_cannot_make_or_free_the_parents_buffers(void **state) 
      * fork at the retry, so the sub holds a valid record of it. */
     g_fail_setup = 1;
     assert_fails(STRATA_EENDPOINT, "picky refuses to start", strata_worker_init(w));
+    /* ... and leaves it unsealed (every child is reaped): a buffer larger
+     * than the whole arena still gets a mapping of its own */
+    assert_int_equal(w->arena->sealed, 0);
+    strata_buffer *big;
+    assert_ok(strata_buffer_create(w, 3u << 20, &big));
+    strata_buffer_destroy(big);
     assert_ok(strata_buffer_create(w, 4096, &j.b));
     void *at = strata_buffer_data(j.b);
     g_fail_setup = 0;
     assert_ok(strata_worker_init(w));
+    assert_int_equal(w->arena->sealed, 1);
     assert_ok(strata_worker_run(w, orch_touch, &j)); /* both refused in the child */
     /* the parent's free list is intact: the extent comes back at the same place */
     strata_buffer_destroy(j.b);
