@@ -192,13 +192,17 @@ static void take_task(uint32_t i, st_mbox_frame *f, const st_proc_kind *kind) {
         refuse(i, STRATA_EENDPOINT);
         return;
     }
-    if (f->payload_bytes > ST_MBOX_ARGS_CAP) {
+    /* One read (through a volatile view, as the frame's identity is read): the
+     * parent may write the word meanwhile, and the length checked must be the
+     * length decoded. */
+    uint32_t nbytes = ((const volatile st_mbox_frame *)f)->payload_bytes;
+    if (nbytes > ST_MBOX_ARGS_CAP) {
         st_fail(STRATA_EINVAL, "%s: oversized arguments: %u bytes in a frame of %u", who,
-                (unsigned)f->payload_bytes, (unsigned)ST_MBOX_ARGS_CAP);
+                (unsigned)nbytes, (unsigned)ST_MBOX_ARGS_CAP);
         refuse(i, STRATA_EENDPOINT);
         return;
     }
-    if (st_wire_args_decode(f->payload, f->payload_bytes, &cf->args, who) != STRATA_OK) {
+    if (st_wire_args_decode(f->payload, nbytes, &cf->args, who) != STRATA_OK) {
         refuse(i, STRATA_EENDPOINT);
         return;
     }

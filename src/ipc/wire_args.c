@@ -127,24 +127,26 @@ int st_wire_args_decode(const uint8_t *buf, size_t len, strata_task_args *out, c
                        "%s: %s arguments: %zu bytes, %u tensors, %u scalars and %u payload bytes "
                        "need %zu",
                        w, len < need ? "truncated" : "oversized", len, nt, ns, np, need);
+    /* buf may be shared memory a writer still changes: every check below reads
+     * the private copy in out (the counts are already the locals above), so
+     * what was checked is what the task gets. */
     const uint8_t *tags = buf + WIRE_HEADER;
-    for (uint32_t i = 0; i < nt; i++)
-        if (tags[i] > STRATA_NO_DEP)
-            return st_fail(STRATA_EINVAL, "%s: bad arguments: tensor %u has tag %u", w, i,
-                           (unsigned)tags[i]);
-    const uint8_t *types = tags + nt;
-    for (uint32_t i = 0; i < ns; i++)
-        if (types[i] >= STRATA_SCALAR_TYPE_COUNT)
-            return st_fail(STRATA_EINVAL, "%s: bad arguments: scalar %u has type %u", w, i,
-                           (unsigned)types[i]);
     const uint8_t *tp = tags + type_bytes(nt, ns);
     out->ntensors = nt;
     out->nscalars = ns;
     out->invalid = 0;
     out->payload_bytes = np;
     memcpy(out->tags, tags, nt);
-    memcpy(out->scalar_types, types, ns);
+    memcpy(out->scalar_types, tags + nt, ns);
     memcpy(out->tensors, tp, (size_t)nt * sizeof(strata_tensor));
+    for (uint32_t i = 0; i < nt; i++)
+        if (out->tags[i] > STRATA_NO_DEP)
+            return st_fail(STRATA_EINVAL, "%s: bad arguments: tensor %u has tag %u", w, i,
+                           (unsigned)out->tags[i]);
+    for (uint32_t i = 0; i < ns; i++)
+        if (out->scalar_types[i] >= STRATA_SCALAR_TYPE_COUNT)
+            return st_fail(STRATA_EINVAL, "%s: bad arguments: scalar %u has type %u", w, i,
+                           (unsigned)out->scalar_types[i]);
     for (uint32_t i = 0; i < nt; i++) {
         int rc = check_tensor(&out->tensors[i], i, w);
         if (rc != STRATA_OK)
