@@ -120,6 +120,12 @@ class SummaryTest(Scratch):
         path = self.write("deps_only.json", json.dumps(doc))
         self.assertEqual(critical_path_lines(self.summary(path=path)), EXPECTED_PATHS)
 
+    def test_long_critical_path_is_cut_at_path_tasks(self):
+        out = self.summary("--path-tasks", "2")
+        run1 = out.split("  run 1: 175.000 us over 4 tasks\n")[1].split("  run 2:")[0].splitlines()
+        self.assertEqual([line.split()[0] for line in run1[:2]], ["1:0", "1:1"])
+        self.assertEqual(run1[2:], ["    ... and 2 more tasks (--path-tasks N lists more)"])
+
     def test_slowest_tasks(self):
         out = self.summary("--top", "3")
         section = out.split("slowest tasks (top 3):\n")[1].split("\n\n")[0].splitlines()
