@@ -218,6 +218,21 @@ class ErrorTest(Scratch):
         path = self.write("v2.json", json.dumps(doc))
         self.assert_fails(["summary", path], "%s: trace format 2, this tool reads format 1" % path)
 
+    def test_malformed_event(self):
+        doc = sample_doc()
+        first = next(ev for ev in doc["traceEvents"] if ev.get("args", {}).get("task") == "1:0")
+        del first["ts"]
+        path = self.write("no_ts.json", json.dumps(doc))
+        self.assert_fails(["summary", path], '%s: a "X" event without a usable ts, dur or args' % path)
+
+    def test_dependency_cycle(self):
+        doc = sample_doc()
+        for ev in doc["traceEvents"]:
+            if ev.get("args", {}).get("task") == "1:0":
+                ev["args"]["deps"] = ["1:4"]
+        path = self.write("cycle.json", json.dumps(doc))
+        self.assert_fails(["summary", path], "%s: the dependency edges form a cycle through task" % path)
+
     def test_missing_matplotlib(self):
         # python3 -S leaves out site-packages and dist-packages: no matplotlib.
         out = os.path.join(self.tmp, "x.png")
