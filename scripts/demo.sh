@@ -76,7 +76,7 @@ rm -f "$TRACE" "$PICTURE" # a picture must never come from an earlier run's trac
 first=1
 for entry in "${DEMOS[@]}"; do
     read -r -a cmd <<<"$entry" # the program's name, then its fixed arguments
-    trace_env=()
+    trace_env=(-u STRATA_TRACE) # one trace: the user's STRATA_TRACE must not reach the others
     if [ "$entry" = "$TRACED_DEMO" ]; then
         trace_env=("STRATA_TRACE=$TRACE")
         echo "==> run examples/$entry (tracing to $TRACE)"
