@@ -6,7 +6,8 @@
 # succeed while a required package is missing.
 #
 # Usage: scripts/deps.sh [demo|test] [--check] [--with-optional]
-#   demo             what scripts/demo.sh needs: the build toolchain only
+#   demo             what scripts/demo.sh needs: the build toolchain, and matplotlib
+#                    for the trace picture (also part of test)
 #   test             what scripts/test.sh needs (the default): the toolchain plus
 #                    cmocka, StarPU, lcov, clang and clang's libFuzzer runtime
 #   --check          only report; never install (exit 1 if something required is missing)
@@ -22,6 +23,10 @@ set -euo pipefail
 # with xxHash's header (the callable digest a child process resolves,
 # src/util/digest.c; compiled in, nothing extra to link).
 DEMO_PACKAGES=(build-essential cmake pkg-config libxxhash-dev)
+# python3-matplotlib (pulls in python3): tools/strata-trace draws the demo's
+# trace picture with it, and the test test_strata_trace draws too; Debian's
+# package, for the tool's /usr/bin/python3.
+DEMO_PACKAGES+=(python3-matplotlib)
 # libcmocka-dev: unit tests. libstarpu-dev: the StarPU anchor of the benchmark
 # smoke stage. lcov: the coverage stage. clang + libclang-rt-dev: the libFuzzer
 # target (libclang-rt-dev is Debian's name for the default clang's compiler-rt,
@@ -84,6 +89,8 @@ check_without_dpkg() {
             bad=1
         fi
     done
+    /usr/bin/python3 -c 'import matplotlib' >/dev/null 2>&1 ||
+        { say "missing: matplotlib for /usr/bin/python3 (Debian: python3-matplotlib)"; bad=1; }
     if [ "$purpose" = test ] && command -v pkg-config >/dev/null 2>&1; then
         pkg-config --exists cmocka || { say "missing library: cmocka (pkg-config cmocka)"; bad=1; }
         pkg-config --exists starpu-1.3 || # the module bench/CMakeLists.txt looks for
