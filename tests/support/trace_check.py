@@ -1,0 +1,75 @@
+#!/usr/bin/python3
+# tests/support/trace_check.py - checks one strata trace file against the
+# format (docs/api.md "Tracing and statistics") for the tests.
+#
+# Owns: the structural checks a test asks for; prints what it counted.
+# Must never: check times beyond ordering (timing goes into benchmarks).
+#
+# Usage: trace_check.py FILE EXPECTED_TASKS   (-1: any number)
+# Prints "tasks=N edges=E dropped=D chain_ns=S pids=P" on success (S: the
+# summed durations of the tasks named "chain", in ns); exits 1 with a reason.
+import json
+import sys
+
+
+def ns(us):
+    return round(float(us) * 1000)
+
+
+def fail(why):
+    print("trace_check: " + why)
+    sys.exit(1)
+
+
+def main():
+    path, expected = sys.argv[1], int(sys.argv[2])
+    with open(path) as f:
+        doc = json.load(f)
+    other = doc.get("otherData", {})
+    for key in ("producer", "format", "clock", "t0_ns", "dropped", "lanes"):
+        if key not in other:
+            fail("otherData lacks " + key)
+    evs = doc["traceEvents"]
+    named = {(e["pid"], e["tid"]) for e in evs if e.get("ph") == "M" and e["name"] == "thread_name"}
+    procs = {e["pid"] for e in evs if e.get("ph") == "M" and e["name"] == "process_name"}
+    tasks = {}
+    for e in evs:
+        if e.get("ph") != "M" and (e["pid"], e["tid"]) not in named:
+            fail("event on a lane without a name: %r" % e)
+        if e.get("ph") != "M" and e["pid"] not in procs:
+            fail("event of a process without a name: %r" % e)
+        if e.get("cat") == "task":
+            tid = e["args"]["task"]
+            if tid in tasks:
+                fail("task %s appears twice" % tid)
+            tasks[tid] = e
+            if e["ph"] == "X" and ns(e["dur"]) < 0:
+                fail("task %s ends before it starts" % tid)
+    if expected >= 0 and len(tasks) != expected:
+        fail("%d tasks in the trace, expected %d" % (len(tasks), expected))
+    starts, ends = {}, {}
+    for e in evs:
+        if e.get("cat") == "dep":
+            (starts if e["ph"] == "s" else ends)[e["id"]] = e
+    if set(starts) != set(ends):
+        fail("unpaired flow events")
+    for i, s in starts.items():
+        if ns(s["ts"]) > ns(ends[i]["ts"]):
+            fail("edge %d points from a later end to an earlier start" % i)
+    for tid, e in tasks.items():
+        for p in e["args"].get("deps", []):
+            pe = tasks.get(p)
+            if pe is None:
+                fail("task %s depends on %s, not in the trace" % (tid, p))
+            if ns(pe["ts"]) + ns(pe["dur"]) > ns(e["ts"]):
+                fail("task %s starts before its producer %s ended" % (tid, p))
+    dropped = int(other["dropped"])
+    marks = sum(e["args"]["count"] for e in evs if e.get("name") == "dropped events")
+    if marks != dropped:
+        fail("dropped events marks say %d, otherData %d" % (marks, dropped))
+    chain = sum(ns(e["dur"]) for e in tasks.values() if e["name"] == "chain" and e["ph"] == "X")
+    print("tasks=%d edges=%d dropped=%d chain_ns=%d pids=%d"
+          % (len(tasks), len(starts), dropped, chain, len(procs)))
+
+
+main()
