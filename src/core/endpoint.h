@@ -216,6 +216,7 @@ struct st_endpoint {
     _Atomic int gone;     /* 1 once the child is known dead (st_endpoint_gone): the engine
                              hands a gone sub worker no more tasks while another one lives */
     char label[64];       /* e.g. "sub 1", "chip sim:0"; used in error messages */
+    int pid;              /* the process its task bodies run in; 0: this one (the trace) */
 };
 
 /* ---- What an endpoint may ask of the engine -------------------------------------------
@@ -283,6 +284,7 @@ typedef struct st_sub_port {
     uint32_t spin_ns;            /* spin this long waiting for work before parking */
     int before_claim_hook;       /* a test seam is set: call st_endpoint_before_claim per claim */
     uint64_t startup_timeout_ns; /* bound on a process child's start (config) */
+    int timed;                   /* tasks are timed (core/trace.h): a child reads its clock */
 } st_sub_port;
 
 /* Create sub worker `index` of engine e (set ops, engine, is_sub = 1,

@@ -39,6 +39,7 @@ typedef struct writer {
     uint32_t ntasks;
     long pid;
     int first; /* no event written yet: no comma before the next */
+    int lanes; /* thread_name entries written */
 } writer;
 
 static void put_str(FILE *f, const char *s) {
@@ -80,38 +81,76 @@ static int tid_of(const strata_worker *w, int32_t worker) {
     return TID_SUB0 + worker;
 }
 
-static void put_lane_name(writer *wr, int tid, const char *name) {
+/* The process a worker's task bodies ran in: a process child's own pid. */
+static long pid_of(const writer *wr, int32_t worker) {
+    const strata_worker *w = wr->w;
+    const st_endpoint *ep = NULL;
+    if (worker >= ST_TRACE_NEXT && worker - ST_TRACE_NEXT < w->nnext)
+        ep = w->next[worker - ST_TRACE_NEXT].ep;
+    else if (worker >= 0 && worker < w->nsubs)
+        ep = w->subs[worker].ep;
+    return ep && ep->pid ? (long)ep->pid : wr->pid;
+}
+
+static void put_name(writer *wr, const char *what, long pid, int tid, const char *name) {
     begin_event(wr);
-    fprintf(wr->f,
-            "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%ld,\"tid\":%d,\"args\":{\"name\":",
-            wr->pid, tid);
+    fprintf(wr->f, "{\"ph\":\"M\",\"name\":\"%s\",\"pid\":%ld,", what, pid);
+    if (tid >= 0)
+        fprintf(wr->f, "\"tid\":%d,", tid);
+    fputs("\"args\":{\"name\":", wr->f);
     put_str(wr->f, name);
     fputs("}}", wr->f);
 }
 
-static void put_metadata(writer *wr) {
+static void put_lane_name(writer *wr, long pid, int tid, const char *name) {
+    put_name(wr, "thread_name", pid, tid, name);
+    wr->lanes++;
+}
+
+static void put_sub_names(writer *wr) {
+    char name[96];
+    for (int i = 0; i < wr->w->nsubs; i++) {
+        long pid = pid_of(wr, i);
+        if (pid != wr->pid) {
+            snprintf(name, sizeof name, "sub worker %d (process)", i);
+            put_name(wr, "process_name", pid, -1, name);
+        }
+        snprintf(name, sizeof name, "sub %d", i);
+        put_lane_name(wr, pid, TID_SUB0 + i, name);
+    }
+    put_lane_name(wr, wr->pid, TID_SUB0 + wr->w->nsubs, "helper");
+}
+
+static void put_next_names(writer *wr) {
     strata_worker *w = wr->w;
     char name[96];
-    begin_event(wr);
-    fprintf(wr->f,
-            "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%ld,\"args\":{\"name\":"
-            "\"strata L%d worker\"}}",
-            wr->pid, w->cfg.level);
-    put_lane_name(wr, TID_RUNS, "runs");
-    put_lane_name(wr, TID_ORCH, "orchestrator");
-    for (int i = 0; i < w->nsubs; i++) {
-        snprintf(name, sizeof name, "sub %d", i);
-        put_lane_name(wr, TID_SUB0 + i, name);
-    }
-    put_lane_name(wr, TID_SUB0 + w->nsubs, "helper");
     for (int j = 0; j < w->nnext; j++) {
         const char *label = w->next[j].ep ? w->next[j].ep->label : "";
-        if (strncmp(label, "chip", 4) == 0)
+        int chip = strncmp(label, "chip", 4) == 0;
+        long pid = pid_of(wr, ST_TRACE_NEXT + j);
+        if (pid != wr->pid) {
+            if (chip)
+                snprintf(name, sizeof name, "%s (process)", label);
+            else
+                snprintf(name, sizeof name, "L%d child %d (process)", w->cfg.level - 1, j);
+            put_name(wr, "process_name", pid, -1, name);
+        }
+        if (chip)
             snprintf(name, sizeof name, "%s", label);
         else
             snprintf(name, sizeof name, "next-level %d", j);
-        put_lane_name(wr, TID_NEXT0 + j, name);
+        put_lane_name(wr, pid, TID_NEXT0 + j, name);
     }
+}
+
+static void put_metadata(writer *wr) {
+    char name[96];
+    snprintf(name, sizeof name, "strata L%d worker", wr->w->cfg.level);
+    put_name(wr, "process_name", wr->pid, -1, name);
+    put_lane_name(wr, wr->pid, TID_RUNS, "runs");
+    put_lane_name(wr, wr->pid, TID_ORCH, "orchestrator");
+    put_sub_names(wr);
+    put_next_names(wr);
 }
 
 static int cmp_task(const void *a, const void *b) {
@@ -173,7 +212,7 @@ static void put_task(writer *wr, const st_trace_event *e, uint32_t edge_from, ui
     begin_event(wr);
     fputs("{\"ph\":\"X\",\"cat\":\"task\",\"name\":", f);
     put_str(f, callable_name(wr->w, e->b));
-    fprintf(f, ",\"pid\":%ld,\"tid\":%d,\"ts\":", wr->pid, tid_of(wr->w, e->worker));
+    fprintf(f, ",\"pid\":%ld,\"tid\":%d,\"ts\":", pid_of(wr, e->worker), tid_of(wr->w, e->worker));
     put_us(f, t0, e->t[3]);
     fputs(",\"dur\":", f);
     put_us(f, e->t[3], e->ts > e->t[3] ? e->ts : e->t[3]);
@@ -207,14 +246,14 @@ static void put_edge(writer *wr, const st_trace_event *d, uint32_t id) {
     fprintf(
         f,
         "{\"ph\":\"s\",\"cat\":\"dep\",\"name\":\"dep\",\"id\":%u,\"pid\":%ld,\"tid\":%d,\"ts\":",
-        id, wr->pid, tid_of(wr->w, p->worker));
+        id, pid_of(wr, p->worker), tid_of(wr->w, p->worker));
     put_us(f, t0, p->ts);
     fputc('}', f);
     begin_event(wr);
     fprintf(f,
             "{\"ph\":\"f\",\"cat\":\"dep\",\"name\":\"dep\",\"bp\":\"e\",\"id\":%u,\"pid\":%ld,"
             "\"tid\":%d,\"ts\":",
-            id, wr->pid, tid_of(wr->w, c->worker));
+            id, pid_of(wr, c->worker), tid_of(wr->w, c->worker));
     put_us(f, t0, c->t[3]);
     fputc('}', f);
 }
@@ -333,9 +372,9 @@ int st_trace_write(strata_worker *w, const char *path) {
     fprintf(wr.f,
             "\n],\"displayTimeUnit\":\"ns\",\"otherData\":{\"producer\":\"strata\","
             "\"strata_version\":\"%d.%d.%d\",\"format\":1,\"clock\":\"CLOCK_MONOTONIC\","
-            "\"t0_ns\":%llu,\"dropped\":%llu,\"lanes\":1}}\n",
+            "\"t0_ns\":%llu,\"dropped\":%llu,\"lanes\":%d}}\n",
             STRATA_VERSION_MAJOR, STRATA_VERSION_MINOR, STRATA_VERSION_PATCH,
-            (unsigned long long)w->trace.t0, (unsigned long long)w->trace.engine.dropped);
+            (unsigned long long)w->trace.t0, (unsigned long long)w->trace.engine.dropped, wr.lanes);
     int bad = ferror(wr.f);
     bad |= fclose(wr.f) != 0;
     st_free(wr.tasks);

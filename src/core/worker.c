@@ -443,6 +443,7 @@ static st_sub_port sub_port_of(const strata_worker *w) {
         .spin_ns = w->cfg.spin_ns,
         .before_claim_hook = w->hooks[ST_HOOK_SUB_BEFORE_CLAIM] != NULL,
         .startup_timeout_ns = w->cfg.startup_timeout_ns,
+        .timed = w->trace.timed,
     };
 }
 

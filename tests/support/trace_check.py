@@ -6,8 +6,9 @@
 # Must never: check times beyond ordering (timing goes into benchmarks).
 #
 # Usage: trace_check.py FILE EXPECTED_TASKS   (-1: any number)
-# Prints "tasks=N edges=E dropped=D chain_ns=S pids=P" on success (S: the
-# summed durations of the tasks named "chain", in ns); exits 1 with a reason.
+# Prints "tasks=N edges=E dropped=D chain_ns=S pids=P child_tasks=C" on
+# success (S: the summed durations of the tasks named "chain", in ns; C: tasks
+# recorded with a child process's pid); exits 1 with a reason.
 import json
 import sys
 
@@ -67,9 +68,22 @@ def main():
     marks = sum(e["args"]["count"] for e in evs if e.get("name") == "dropped events")
     if marks != dropped:
         fail("dropped events marks say %d, otherData %d" % (marks, dropped))
+    # Child processes' events, on the parent's clock: inside the window from
+    # their dispatch by the parent.
+    main_pid = [e["pid"] for e in evs if e.get("ph") == "M" and e["name"] == "process_name"
+                and e["args"]["name"].startswith("strata ")][0]
+    child = 0
+    for tid, e in tasks.items():
+        if e["pid"] == main_pid or e["ph"] != "X":
+            continue
+        child += 1
+        if not e["args"]["measured"]:
+            fail("task %s of a child process was not measured there" % tid)
+        if ns(e["ts"]) < ns(e["args"]["dispatch_us"]):
+            fail("task %s of child %d starts before its dispatch" % (tid, e["pid"]))
     chain = sum(ns(e["dur"]) for e in tasks.values() if e["name"] == "chain" and e["ph"] == "X")
-    print("tasks=%d edges=%d dropped=%d chain_ns=%d pids=%d"
-          % (len(tasks), len(starts), dropped, chain, len(procs)))
+    print("tasks=%d edges=%d dropped=%d chain_ns=%d pids=%d child_tasks=%d"
+          % (len(tasks), len(starts), dropped, chain, len(procs), child))
 
 
 main()

@@ -20,6 +20,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "util/clock.h"
+
 #define CHAIN 6  /* tasks of the chain on buffer x */
 #define LEAVES 8 /* independent tasks, one buffer each */
 #define ELEMS 64
@@ -28,11 +30,19 @@ typedef struct fx {
     strata_worker *w;
     strata_callable chain, leaf, bad;
     strata_buffer *x, *leafbuf[LEAVES];
-    int fail_one; /* submit a task that fails (and a consumer poisoned by it) */
+    int fail_one;      /* submit a task that fails (and a consumer poisoned by it) */
+    _Atomic int *gate; /* shared with process children: open once the graph is built */
 } fx;
 
+/* Chain tasks wait until the orchestration function submitted them all, so
+ * each one is wired to its live predecessor (a producer already consumed
+ * is no edge). Bounded: a gate that never opens fails the task. */
 static int add1(const strata_task_view *a, void *user) {
-    (void)user;
+    _Atomic int *gate = user;
+    uint64_t deadline = st_deadline_after(10 * TS_SEC);
+    while (gate && !atomic_load(gate))
+        if (st_now_ns() > deadline)
+            return 1;
     int32_t *p = strata_args_data(a, 0);
     for (int i = 0; i < ELEMS; i++)
         p[i] += 1;
@@ -58,6 +68,7 @@ static int submit_on(strata_orch *o, strata_callable fn, strata_buffer *b, strat
 
 static int build(strata_orch *o, void *arg) {
     fx *f = arg;
+    atomic_store(f->gate, 0);
     for (int i = 0; i < CHAIN; i++)
         STRATA_TRY(submit_on(o, f->chain, f->x, STRATA_INOUT));
     for (int i = 0; i < LEAVES; i++)
@@ -66,11 +77,13 @@ static int build(strata_orch *o, void *arg) {
         STRATA_TRY(submit_on(o, f->bad, f->leafbuf[0], STRATA_INOUT));
         STRATA_TRY(submit_on(o, f->leaf, f->leafbuf[0], STRATA_INOUT));
     }
+    atomic_store(f->gate, 1);
     return 0;
 }
 
 static void fx_open(fx *f, const char *path, strata_host_mode mode, uint32_t events, int collect) {
     memset(f, 0, sizeof *f);
+    f->gate = ts_shared_calloc(1, sizeof *f->gate);
     strata_worker_config cfg;
     strata_worker_config_init(&cfg);
     cfg.sub_workers = 2;
@@ -80,7 +93,7 @@ static void fx_open(fx *f, const char *path, strata_host_mode mode, uint32_t eve
         cfg.trace_events_per_lane = events;
     cfg.collect_stats = collect;
     assert_ok(strata_worker_create(&cfg, &f->w));
-    assert_ok(strata_worker_register_sub(f->w, "chain", add1, NULL, &f->chain));
+    assert_ok(strata_worker_register_sub(f->w, "chain", add1, (void *)f->gate, &f->chain));
     assert_ok(strata_worker_register_sub(f->w, "leaf", add1, NULL, &f->leaf));
     assert_ok(strata_worker_register_sub(f->w, "bad", fail_body, NULL, &f->bad));
     assert_ok(strata_buffer_create(f->w, ELEMS * 4, &f->x));
@@ -98,6 +111,7 @@ static void fx_close(fx *f) {
     for (int i = 0; i < LEAVES; i++)
         strata_buffer_destroy(f->leafbuf[i]);
     strata_worker_destroy(f->w);
+    ts_shared_free((void *)f->gate, 1, sizeof *f->gate);
 }
 
 static void tmp_path(char *buf, size_t n, const char *tag) {
@@ -107,7 +121,7 @@ static void tmp_path(char *buf, size_t n, const char *tag) {
 /* Runs the checker; its counts are parsed into the out fields. */
 typedef struct check {
     int rc;
-    long tasks, edges, dropped, pids;
+    long tasks, edges, dropped, pids, child_tasks;
     unsigned long long chain_ns;
     char line[256];
 } check;
@@ -123,8 +137,8 @@ static check run_check(const char *path, int expected) {
     if (!fgets(c.line, sizeof c.line, p))
         c.line[0] = '\0';
     c.rc = pclose(p);
-    sscanf(c.line, "tasks=%ld edges=%ld dropped=%ld chain_ns=%llu pids=%ld", &c.tasks, &c.edges,
-           &c.dropped, &c.chain_ns, &c.pids);
+    sscanf(c.line, "tasks=%ld edges=%ld dropped=%ld chain_ns=%llu pids=%ld child_tasks=%ld",
+           &c.tasks, &c.edges, &c.dropped, &c.chain_ns, &c.pids, &c.child_tasks);
     return c;
 }
 
@@ -149,7 +163,13 @@ static void traced_run(strata_host_mode mode, const char *tag) {
     assert_check_ok(&c);
     assert_int_equal(c.edges, CHAIN - 1); /* the chain's, nothing between leaves */
     assert_int_equal(c.dropped, 0);
-    assert_int_equal(c.pids, 1); /* the parent records every task it dispatched */
+    if (mode == STRATA_HOST_PROCESS) { /* every body ran in a child, timed there */
+        assert_int_equal(c.pids, 3);
+        assert_int_equal(c.child_tasks, CHAIN + LEAVES);
+    } else {
+        assert_int_equal(c.pids, 1);
+        assert_int_equal(c.child_tasks, 0);
+    }
     assert_int_equal(rs.tasks_run, CHAIN + LEAVES);
     assert_true(rs.timed);
     unlink(path);
@@ -269,8 +289,10 @@ static void collect_stats_times_tasks_without_a_trace(void **state) {
 
 static int build_chain_only(strata_orch *o, void *arg) {
     fx *f = arg;
+    atomic_store(f->gate, 0);
     for (int i = 0; i < CHAIN; i++)
         STRATA_TRY(submit_on(o, f->chain, f->x, STRATA_INOUT));
+    atomic_store(f->gate, 1);
     return 0;
 }
 
