@@ -176,7 +176,7 @@ void st_trace_task_end(strata_worker *w, st_slot *s, const st_completion *c) {
         .t = {s->t_submit, s->t_ready, s->t_dispatch, start},
         .run = r->id,
         .a = (uint32_t)s->seq,
-        .b = (uint32_t)s->callable,
+        .b = (uint32_t)s->callable | c->member << 16 | (uint32_t)(s->nmembers > 1) << 31,
         .worker = num,
         .kind = ST_TEV_TASK,
         .status = c->status == STRATA_OK ? 0 : 1,

@@ -20,7 +20,9 @@
 
 enum {
     ST_TEV_TASK = 1, /* a task (member) ran: ts end, t[] submit/ready/dispatch/start, a seq,
-                        b callable, worker, status, flags ST_TEVF_* */
+                        b callable (bits 0-15; callables are < ST_MAX_CALLABLES), member
+                        (bits 16-30) and bit 31 set for a group's member, worker, status,
+                        flags ST_TEVF_* */
     ST_TEV_NOT_RUN,  /* a task settled unstarted: t[0] submit, a seq, b callable, status */
     ST_TEV_EDGE,     /* a dependency: a producer seq, b consumer seq (recorded at its end) */
     ST_TEV_PHASE,    /* a run phase began: a st_run_phase */

@@ -193,6 +193,8 @@ static void put_task_args(writer *wr, const st_trace_event *e, uint32_t edge_fro
     put_us(f, t0, e->t[1]);
     fputs(",\"dispatch_us\":", f);
     put_us(f, t0, e->t[2]);
+    if (e->b >> 31) /* a group's member: the members share the task id */
+        fprintf(f, ",\"member\":%u", (e->b >> 16) & 0x7fffu);
     fprintf(f, ",\"measured\":%s,\"status\":\"%s\",\"deps\":[",
             e->flags & ST_TEVF_MEASURED ? "true" : "false", status_name(e->status));
     int any = 0;
@@ -211,7 +213,7 @@ static void put_task(writer *wr, const st_trace_event *e, uint32_t edge_from, ui
     uint64_t t0 = wr->w->trace.t0;
     begin_event(wr);
     fputs("{\"ph\":\"X\",\"cat\":\"task\",\"name\":", f);
-    put_str(f, callable_name(wr->w, e->b));
+    put_str(f, callable_name(wr->w, e->b & 0xffffu));
     fprintf(f, ",\"pid\":%ld,\"tid\":%d,\"ts\":", pid_of(wr, e->worker), tid_of(wr->w, e->worker));
     put_us(f, t0, e->t[3]);
     fputs(",\"dur\":", f);
@@ -223,7 +225,7 @@ static void put_task(writer *wr, const st_trace_event *e, uint32_t edge_from, ui
 static void put_not_run(writer *wr, const st_trace_event *e) {
     FILE *f = wr->f;
     char name[96];
-    snprintf(name, sizeof name, "%s (not run)", callable_name(wr->w, e->b));
+    snprintf(name, sizeof name, "%s (not run)", callable_name(wr->w, e->b & 0xffffu));
     begin_event(wr);
     fputs("{\"ph\":\"i\",\"cat\":\"task\",\"s\":\"t\",\"name\":", f);
     put_str(f, name);

@@ -6,6 +6,7 @@
 # Must never: check times beyond ordering (timing goes into benchmarks).
 #
 # Usage: trace_check.py FILE EXPECTED_TASKS   (-1: any number)
+#        trace_check.py --dir DIR             (every file in DIR, any number)
 # Prints "tasks=N edges=E dropped=D chain_ns=S pids=P child_tasks=C" on
 # success (S: the summed durations of the tasks named "chain", in ns; C: tasks
 # recorded with a child process's pid); exits 1 with a reason.
@@ -18,12 +19,28 @@ def ns(us):
 
 
 def fail(why):
-    print("trace_check: " + why)
+    print("trace_check: %s: %s" % (current[0], why))
     sys.exit(1)
 
 
 def main():
-    path, expected = sys.argv[1], int(sys.argv[2])
+    if sys.argv[1] == "--dir":  # every file there, any number of tasks
+        import os
+        names = sorted(os.listdir(sys.argv[2]))
+        if not names:
+            fail("no trace file in " + sys.argv[2])
+        for name in names:
+            check(os.path.join(sys.argv[2], name), -1)
+        print("files=%d" % len(names))
+        return
+    print(check(sys.argv[1], int(sys.argv[2])))
+
+
+current = [""]
+
+
+def check(path, expected):
+    current[0] = path
     with open(path) as f:
         doc = json.load(f)
     other = doc.get("otherData", {})
@@ -41,6 +58,8 @@ def main():
             fail("event of a process without a name: %r" % e)
         if e.get("cat") == "task":
             tid = e["args"]["task"]
+            if "member" in e["args"]:  # a group's members share the task id
+                tid = "%s/%d" % (tid, e["args"]["member"])
             if tid in tasks:
                 fail("task %s appears twice" % tid)
             tasks[tid] = e
@@ -59,7 +78,7 @@ def main():
             fail("edge %d points from a later end to an earlier start" % i)
     for tid, e in tasks.items():
         for p in e["args"].get("deps", []):
-            pe = tasks.get(p)
+            pe = tasks.get(p) or tasks.get(p + "/0")
             if pe is None:
                 fail("task %s depends on %s, not in the trace" % (tid, p))
             if ns(pe["ts"]) + ns(pe["dur"]) > ns(e["ts"]):
@@ -72,18 +91,22 @@ def main():
     # their dispatch by the parent.
     main_pid = [e["pid"] for e in evs if e.get("ph") == "M" and e["name"] == "process_name"
                 and e["args"]["name"].startswith("strata ")][0]
+    lanes = {(e["pid"], e["tid"]): e["args"]["name"] for e in evs
+             if e.get("ph") == "M" and e["name"] == "thread_name"}
     child = 0
     for tid, e in tasks.items():
         if e["pid"] == main_pid or e["ph"] != "X":
             continue
         child += 1
-        if not e["args"]["measured"]:
+        # Sub workers time their bodies in the child; next-level children
+        # (chips, child Workers) are timed from dispatch to completion.
+        if lanes[(e["pid"], e["tid"])].startswith("sub ") and not e["args"]["measured"]:
             fail("task %s of a child process was not measured there" % tid)
         if ns(e["ts"]) < ns(e["args"]["dispatch_us"]):
             fail("task %s of child %d starts before its dispatch" % (tid, e["pid"]))
     chain = sum(ns(e["dur"]) for e in tasks.values() if e["name"] == "chain" and e["ph"] == "X")
-    print("tasks=%d edges=%d dropped=%d chain_ns=%d pids=%d child_tasks=%d"
-          % (len(tasks), len(starts), dropped, chain, len(procs), child))
+    return ("tasks=%d edges=%d dropped=%d chain_ns=%d pids=%d child_tasks=%d"
+            % (len(tasks), len(starts), dropped, chain, len(procs), child))
 
 
 main()
