@@ -140,10 +140,12 @@ static void edges_of(strata_worker *w, st_slot *s, uint64_t now, uint64_t *longe
 }
 
 void st_trace_task_end(strata_worker *w, st_slot *s, const st_completion *c) {
-    uint64_t now = st_now_ns();
-    int measured = c->t_start != 0;
+    /* Times an endpoint did not write this time (a kind that measures
+     * nothing, a record reused) are older than this dispatch: not measured. */
+    int measured = c->t_start != 0 && c->t_start >= s->t_dispatch && c->t_end >= c->t_start;
+    uint64_t now = measured ? c->t_end : st_now_ns(); /* one clock read fewer per task */
     uint64_t start = measured ? c->t_start : s->t_dispatch;
-    uint64_t end = measured ? c->t_end : now;
+    uint64_t end = now;
     uint64_t dur = end > start ? end - start : 0;
     int32_t num;
     strata_lane_stats *l = lane_of(w, c, &num);

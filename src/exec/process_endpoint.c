@@ -244,6 +244,8 @@ static int collect(st_proc_ep *p, int check_dead) {
             rec->comp.ref = rec->ref;
             rec->comp.member = rec->member;
             rec->comp.status = STRATA_EENDPOINT;
+            rec->comp.t_start = rec->comp.t_end = 0; /* no time from a dead child */
+            rec->comp.ran_on = -1;
             st_msg_format(rec->comp.msg, sizeof rec->comp.msg,
                           started ? "%s while running task '%s'"
                                   : "%s before task '%s' started (it never ran)",
