@@ -62,8 +62,10 @@ static double sample(int cfg, int workers, int ntasks, const char *trace_path) {
     c.sub_workers = (uint32_t)workers;
     if (cfg == CFG_OFF) /* what a caller writes to keep tracing off */
         c.trace_path = NULL, c.collect_stats = 0;
-    if (cfg == CFG_ON)
+    if (cfg == CFG_ON) {
         c.trace_path = trace_path;
+        c.trace_events_per_lane = (uint32_t)ntasks + 1024; /* a task event each, and the runs' */
+    }
     strata_worker *w = NULL;
     loop l = {.ntasks = ntasks};
     int rc = strata_worker_create(&c, &w);
@@ -89,7 +91,7 @@ static double sample(int cfg, int workers, int ntasks, const char *trace_path) {
 }
 
 static int measure_per_task(const bench_options *opt, bench_report *report) {
-    int ntasks = opt->quick ? 2000 : 20000;
+    int ntasks = opt->quick ? 2000 : 100000; /* long samples: the three configs differ little */
     char path[128];
     snprintf(path, sizeof path, "/tmp/strata-bench-trace-%ld.json", (long)getpid());
     static bench_series s[NCFG];

@@ -26,30 +26,35 @@
  * writes FILE.2, and so on (one process-wide counter, not state of a worker). */
 static _Atomic unsigned env_users;
 
-static char *env_trace_path(void) {
+/* STRATA_OK with *out NULL when STRATA_TRACE is unset or empty. */
+static int env_trace_path(char **out) {
+    *out = NULL;
     const char *env = getenv("STRATA_TRACE");
     if (!env || !env[0])
-        return NULL;
+        return STRATA_OK;
     unsigned n = atomic_fetch_add(&env_users, 1) + 1;
     size_t len = strlen(env) + 16;
     char *p = st_malloc(len);
     if (!p)
-        return NULL;
+        return st_fail_nomem("strata_worker_create: the STRATA_TRACE file name", len);
     if (n == 1)
         snprintf(p, len, "%s", env);
     else
         snprintf(p, len, "%s.%u", env, n);
-    return p;
+    *out = p;
+    return STRATA_OK;
 }
 
 int st_trace_create(strata_worker *w) {
     st_trace *t = &w->trace;
     st_error_init(&t->status);
-    t->path = w->cfg.trace_path ? st_strdup(w->cfg.trace_path)
-              : t->env_allowed  ? env_trace_path()
-                                : NULL;
-    if (w->cfg.trace_path && !t->path)
-        return st_fail_nomem("strata_worker_create: trace_path", strlen(w->cfg.trace_path) + 1);
+    if (w->cfg.trace_path) {
+        t->path = st_strdup(w->cfg.trace_path);
+        if (!t->path)
+            return st_fail_nomem("strata_worker_create: trace_path", strlen(w->cfg.trace_path) + 1);
+    } else if (t->env_allowed) {
+        STRATA_TRY(env_trace_path(&t->path));
+    }
     w->cfg.trace_path = t->path; /* the caller's string may go */
     if (t->path) {
         int rc = st_trace_lane_init(&t->engine, w->cfg.trace_events_per_lane);
