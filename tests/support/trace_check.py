@@ -7,9 +7,10 @@
 #
 # Usage: trace_check.py FILE EXPECTED_TASKS   (-1: any number)
 #        trace_check.py --dir DIR             (every file in DIR, any number)
-# Prints "tasks=N edges=E dropped=D chain_ns=S pids=P child_tasks=C" on
-# success (S: the summed durations of the tasks named "chain", in ns; C: tasks
-# recorded with a child process's pid); exits 1 with a reason.
+# Prints "tasks=N edges=E dropped=D chain_ns=S pids=P child_tasks=C
+# window_waits=W" on success (S: the summed durations of the tasks named
+# "chain", in ns; C: tasks recorded with a child process's pid; W: "window
+# full" waits); exits 1 with a reason.
 import json
 import sys
 
@@ -105,8 +106,12 @@ def check(path, expected):
         if ns(e["ts"]) < ns(e["args"]["dispatch_us"]):
             fail("task %s of child %d starts before its dispatch" % (tid, e["pid"]))
     chain = sum(ns(e["dur"]) for e in tasks.values() if e["name"] == "chain" and e["ph"] == "X")
-    return ("tasks=%d edges=%d dropped=%d chain_ns=%d pids=%d child_tasks=%d"
-            % (len(tasks), len(starts), dropped, chain, len(procs), child))
+    waits = sum(1 for e in evs if e.get("cat") == "wait" and e["name"] == "window full")
+    for e in evs:
+        if e.get("cat") == "wait" and ns(e["dur"]) < 0:
+            fail("a wait ends before it began")
+    return ("tasks=%d edges=%d dropped=%d chain_ns=%d pids=%d child_tasks=%d window_waits=%d"
+            % (len(tasks), len(starts), dropped, chain, len(procs), child, waits))
 
 
 main()

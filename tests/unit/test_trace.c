@@ -20,6 +20,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/hooks.h"
 #include "util/clock.h"
 
 #define CHAIN 6  /* tasks of the chain on buffer x */
@@ -121,7 +122,7 @@ static void tmp_path(char *buf, size_t n, const char *tag) {
 /* Runs the checker; its counts are parsed into the out fields. */
 typedef struct check {
     int rc;
-    long tasks, edges, dropped, pids, child_tasks;
+    long tasks, edges, dropped, pids, child_tasks, window_waits;
     unsigned long long chain_ns;
     char line[256];
 } check;
@@ -137,8 +138,10 @@ static check run_check(const char *path, int expected) {
     if (!fgets(c.line, sizeof c.line, p))
         c.line[0] = '\0';
     c.rc = pclose(p);
-    sscanf(c.line, "tasks=%ld edges=%ld dropped=%ld chain_ns=%llu pids=%ld child_tasks=%ld",
-           &c.tasks, &c.edges, &c.dropped, &c.chain_ns, &c.pids, &c.child_tasks);
+    sscanf(c.line,
+           "tasks=%ld edges=%ld dropped=%ld chain_ns=%llu pids=%ld child_tasks=%ld "
+           "window_waits=%ld",
+           &c.tasks, &c.edges, &c.dropped, &c.chain_ns, &c.pids, &c.child_tasks, &c.window_waits);
     return c;
 }
 
@@ -316,6 +319,66 @@ static void critical_path_of_a_chain_is_the_sum_of_its_durations(void **state) {
     unlink(path);
 }
 
+/* Tasks that hold their slots until the orchestration function began to
+ * wait for one (the engine's capacity-wait seam says when): the window is
+ * full at least once, without a timing assumption. */
+static int slow_task(const strata_task_view *a, void *user) {
+    (void)a;
+    _Atomic int *waited = user;
+    uint64_t deadline = st_deadline_after(10 * TS_SEC);
+    while (!atomic_load(waited) && st_now_ns() < deadline)
+        ;
+    return 0;
+}
+
+static void on_capacity_wait(strata_worker *w, st_hook_point at, uint64_t ref, void *ctx) {
+    (void)w;
+    (void)at;
+    (void)ref;
+    atomic_store((_Atomic int *)ctx, 1);
+}
+
+typedef struct window_fx {
+    strata_callable slow;
+    _Atomic int waited;
+} window_fx;
+
+static int build_past_the_window(strata_orch *o, void *arg) {
+    window_fx *f = arg;
+    strata_task_args args;
+    strata_args_init(&args);
+    for (int i = 0; i < 16; i++)
+        STRATA_TRY(strata_orch_submit_sub(o, f->slow, &args));
+    return 0;
+}
+
+static void a_full_window_shows_as_a_capacity_wait(void **state) {
+    (void)state;
+    char path[256];
+    tmp_path(path, sizeof path, "window");
+    strata_worker_config cfg;
+    strata_worker_config_init(&cfg);
+    cfg.sub_workers = 2;
+    cfg.task_window = 4;
+    cfg.help_while_waiting = 0;
+    cfg.trace_path = path;
+    strata_worker *w = NULL;
+    window_fx f = {0};
+    assert_ok(strata_worker_create(&cfg, &w));
+    assert_ok(strata_worker_register_sub(w, "slow", slow_task, (void *)&f.waited, &f.slow));
+    st_worker_set_hook(w, ST_HOOK_CAPACITY_WAIT, on_capacity_wait, (void *)&f.waited);
+    assert_ok(strata_worker_init(w));
+    assert_ok(strata_worker_run(w, build_past_the_window, &f));
+    strata_worker_statistics ws;
+    assert_ok(strata_worker_stats(w, &ws));
+    assert_int_equal(ws.window_high_water, 4);
+    strata_worker_destroy(w);
+    check c = run_check(path, 16);
+    assert_check_ok(&c);
+    assert_true(c.window_waits >= 1);
+    unlink(path);
+}
+
 static void strata_trace_names_one_file_per_worker(void **state) {
     (void)state;
     char base[256], second[300];
@@ -381,6 +444,7 @@ int main(void) {
         cmocka_unit_test(stats_count_every_task_without_tracing),
         cmocka_unit_test(collect_stats_times_tasks_without_a_trace),
         cmocka_unit_test(critical_path_of_a_chain_is_the_sum_of_its_durations),
+        cmocka_unit_test(a_full_window_shows_as_a_capacity_wait),
         cmocka_unit_test(strata_trace_names_one_file_per_worker),
         cmocka_unit_test(an_unwritable_trace_path_is_reported_after_close),
         cmocka_unit_test(bad_trace_settings_are_refused),
