@@ -105,8 +105,11 @@ typedef struct st_completion {
     uint32_t member;
     uint64_t t_start, t_end; /* where the body ran, if timed; 0: not measured */
     int32_t ran_on;          /* the worker index the body saw (a helper's is nsubs), or -1 */
-    int status;              /* STRATA_OK, STRATA_ETASK (the task failed), STRATA_EENDPOINT or
-                                STRATA_ENOMEM (the endpoint could not allocate what the task needed) */
+    /* A timed chip task's native phases (chip_driver.c), monotonic ns: prepare
+     * start and end, launch, device completion, finalize end; 0: none. */
+    uint64_t native[5];
+    int status; /* STRATA_OK, STRATA_ETASK (the task failed), STRATA_EENDPOINT or
+                   STRATA_ENOMEM (the endpoint could not allocate what the task needed) */
     /* The library's one message size: a record is reused per endpoint, not per
      * task, so the size costs memory per endpoint only. */
     char msg[STRATA_ERRMSG_MAX];

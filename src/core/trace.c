@@ -144,6 +144,24 @@ static void edges_of(strata_worker *w, st_slot *s, uint64_t now, uint64_t *longe
     }
 }
 
+/* A chip task's native phases, if its endpoint timed them for this dispatch. */
+static void chip_phases(strata_worker *w, st_slot *s, const st_completion *c, int32_t num) {
+    const uint64_t *n = c->native;
+    if (!n[0] || n[0] < s->t_dispatch || n[4] < n[0])
+        return;
+    st_trace_event *e = next_event(w, n[4]);
+    if (!e)
+        return;
+    *e = (st_trace_event){.ts = n[4],
+                          .t = {n[0], n[1], n[2], n[3]},
+                          .run = s->run->id,
+                          .a = (uint32_t)s->seq,
+                          .b = (uint32_t)s->callable,
+                          .worker = num,
+                          .kind = ST_TEV_CHIP};
+    st_trace_lane_commit(&w->trace.engine);
+}
+
 void st_trace_task_end(strata_worker *w, st_slot *s, const st_completion *c) {
     /* Times an endpoint did not write this time (a kind that measures
      * nothing, a record reused) are older than this dispatch: not measured. */
@@ -190,6 +208,8 @@ void st_trace_task_end(strata_worker *w, st_slot *s, const st_completion *c) {
         .flags = measured ? ST_TEVF_MEASURED : 0,
     };
     st_trace_lane_commit(&w->trace.engine);
+    if (!c->ep->is_sub)
+        chip_phases(w, s, c, num);
 }
 
 void st_trace_not_run(strata_worker *w, st_slot *s) {

@@ -27,6 +27,8 @@ enum {
     ST_TEV_EDGE,     /* a dependency: a producer seq, b consumer seq (recorded at its end) */
     ST_TEV_PHASE,    /* a run phase began: a st_run_phase */
     ST_TEV_WAIT,     /* a capacity wait: t[0] began, ts ended, a 0 window / 1 heap ring */
+    ST_TEV_CHIP,     /* a chip task's native phases: t[] prepare start, prepare end, launch,
+                        device completion; ts finalize end; a seq, b callable, worker */
 };
 enum { ST_TEVF_MEASURED = 1 }; /* start/end were read where the body ran */
 /* The phase value of an ST_TEV_PHASE event that ends the building span: the

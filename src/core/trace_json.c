@@ -260,17 +260,43 @@ static void put_edge(writer *wr, const st_trace_event *d, uint32_t id) {
     fputc('}', f);
 }
 
-static void put_span(writer *wr, const char *cat, const char *name, int tid, uint64_t from,
-                     uint64_t to) {
+static void put_span_on(writer *wr, const char *cat, const char *name, long pid, int tid,
+                        uint64_t from, uint64_t to) {
     FILE *f = wr->f;
     begin_event(wr);
     fprintf(f, "{\"ph\":\"X\",\"cat\":\"%s\",\"name\":", cat);
     put_str(f, name);
-    fprintf(f, ",\"pid\":%ld,\"tid\":%d,\"ts\":", wr->pid, tid);
+    fprintf(f, ",\"pid\":%ld,\"tid\":%d,\"ts\":", pid, tid);
     put_us(f, wr->w->trace.t0, from);
     fputs(",\"dur\":", f);
     put_us(f, from, to > from ? to : from);
     fputc('}', f);
+}
+
+static void put_span(writer *wr, const char *cat, const char *name, int tid, uint64_t from,
+                     uint64_t to) {
+    put_span_on(wr, cat, name, wr->pid, tid, from, to);
+}
+
+/* A chip task's native phases on its lane (a launch never seen: no execute). */
+static void put_chip(writer *wr, const st_trace_event *e) {
+    const char *c = callable_name(wr->w, e->b & 0xffffu);
+    char name[96];
+    int tid = tid_of(wr->w, e->worker);
+    long pid = pid_of(wr, e->worker);
+    if (e->t[1]) {
+        snprintf(name, sizeof name, "prepare %s", c);
+        put_span_on(wr, "chip", name, pid, tid, e->t[0], e->t[1]);
+    }
+    if (e->t[2] && e->t[3]) {
+        snprintf(name, sizeof name, "execute %s", c);
+        put_span_on(wr, "chip", name, pid, tid, e->t[2], e->t[3]);
+    }
+    uint64_t fin = e->t[3] ? e->t[3] : e->t[1];
+    if (fin) {
+        snprintf(name, sizeof name, "finalize %s", c);
+        put_span_on(wr, "chip", name, pid, tid, fin, e->ts);
+    }
 }
 
 /* A run's phase events in order: building until the next phase, executing
@@ -321,6 +347,9 @@ static void put_events(writer *wr) {
             break;
         case ST_TEV_PHASE:
             put_phases(wr, e, i);
+            break;
+        case ST_TEV_CHIP:
+            put_chip(wr, e);
             break;
         case ST_TEV_WAIT:
             put_span(wr, "wait", e->a ? "heap ring full" : "window full", TID_ORCH, e->t[0], e->ts);

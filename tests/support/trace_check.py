@@ -6,7 +6,9 @@
 # Must never: check times beyond ordering (timing goes into benchmarks).
 #
 # Usage: trace_check.py FILE EXPECTED_TASKS   (-1: any number)
-#        trace_check.py --dir DIR             (every file in DIR, any number)
+#        trace_check.py --dir DIR [--expect-chip-phases]
+#                                             (every file in DIR, any number;
+#                                             the flag: some chip phase exists)
 # Prints "tasks=N edges=E dropped=D chain_ns=S pids=P child_tasks=C
 # window_waits=W" on success (S: the summed durations of the tasks named
 # "chain", in ns; C: tasks recorded with a child process's pid; W: "window
@@ -32,12 +34,15 @@ def main():
             fail("no trace file in " + sys.argv[2])
         for name in names:
             check(os.path.join(sys.argv[2], name), -1)
-        print("files=%d" % len(names))
+        if "--expect-chip-phases" in sys.argv and chip_phases[0] == 0:
+            fail("no chip phase event in any file")
+        print("files=%d chip_phases=%d" % (len(names), chip_phases[0]))
         return
     print(check(sys.argv[1], int(sys.argv[2])))
 
 
 current = [""]
+chip_phases = [0]
 
 
 def check(path, expected):
@@ -106,6 +111,18 @@ def check(path, expected):
         if ns(e["ts"]) < ns(e["args"]["dispatch_us"]):
             fail("task %s of child %d starts before its dispatch" % (tid, e["pid"]))
     chain = sum(ns(e["dur"]) for e in tasks.values() if e["name"] == "chain" and e["ph"] == "X")
+    # A chip's native phases lie inside the bar of a task on the same lane.
+    bars = {}
+    for e in tasks.values():
+        if e["ph"] == "X":
+            bars.setdefault((e["pid"], e["tid"]), []).append((ns(e["ts"]), ns(e["ts"]) + ns(e["dur"])))
+    for e in evs:
+        if e.get("cat") != "chip":
+            continue
+        chip_phases[0] += 1
+        a, b = ns(e["ts"]), ns(e["ts"]) + ns(e["dur"])
+        if not any(s <= a and b <= t for s, t in bars.get((e["pid"], e["tid"]), [])):
+            fail("%s at %s lies outside every task of its lane" % (e["name"], e["ts"]))
     waits = sum(1 for e in evs if e.get("cat") == "wait" and e["name"] == "window full")
     for e in evs:
         if e.get("cat") == "wait" and ns(e["dur"]) < 0:
