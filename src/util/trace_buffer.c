@@ -15,7 +15,8 @@
 int st_trace_lane_init(st_trace_lane *l, uint32_t cap) {
     memset(l, 0, sizeof *l);
     size_t bytes = (size_t)cap * sizeof(st_trace_event);
-    /* Shared, so a process forked after this records into memory its parent reads. */
+    /* Shared, so a lane mapped before a fork is memory both processes see (the
+     * engine lane is written by the parent only; see core/trace.h). */
     /* Populated now: a first touch on the record path would cost a page fault. */
     l->ev = st_map_anon(bytes, MAP_SHARED | MAP_POPULATE);
     if (!l->ev)
