@@ -62,6 +62,14 @@ typedef struct strata_worker_config {
                                      reserved at strata_worker_create, not committed). More
                                      regions are added as needed until the worker's process
                                      children exist; then a full arena fails STRATA_ENOMEM */
+    const char *trace_path;       /* record a trace and write it here at strata_worker_close
+                                     (copied at create; NULL: off, unless STRATA_TRACE is set,
+                                     see docs/api.md "Tracing and statistics") */
+    uint32_t trace_events_per_lane; /* fixed events per trace lane (default 65536): a full lane
+                                       drops events and counts them, never blocks */
+    int collect_stats;              /* 1: time every task for strata_worker_stats /
+                                       strata_run_stats without tracing (default 0: counts
+                                       only, unless tracing) */
 } strata_worker_config;
 
 STRATA_API void strata_worker_config_init(strata_worker_config *cfg);
@@ -82,6 +90,52 @@ STRATA_API int strata_worker_close(strata_worker *w);
 /* Close (if needed) and free. NULL is a no-op. Run handles still held by the
  * caller stay readable until released. */
 STRATA_API void strata_worker_destroy(strata_worker *w);
+
+/* ---- Tracing and statistics ------------------------------------------------ */
+
+/* What one sub worker, the helper or one next-level worker did. */
+typedef struct strata_lane_stats {
+    uint64_t tasks_run;    /* tasks (group members) it ran to an end, failed ones included */
+    uint64_t tasks_failed; /* of those, the ones that failed */
+    uint64_t busy_ns;      /* summed start..end of its tasks (timed workers only) */
+} strata_lane_stats;
+
+typedef struct strata_worker_statistics {
+    int timed;            /* 1: the times below were measured (tracing or collect_stats) */
+    uint32_t sub_workers; /* entries of sub[] in use */
+    uint32_t next_level;  /* entries of next[] in use */
+    uint64_t elapsed_ns;  /* since strata_worker_init (until close): idle = elapsed - busy */
+    strata_lane_stats sub[STRATA_MAX_SUB_WORKERS];
+    strata_lane_stats helper; /* tasks a waiting caller ran */
+    strata_lane_stats next[STRATA_MAX_NEXT_LEVEL];
+    uint64_t overhead_tasks;                /* tasks the overhead figures cover */
+    uint64_t overhead_mean_ns;              /* ready -> start, mean */
+    uint64_t overhead_max_ns;               /* ready -> start, max */
+    uint32_t window_high_water;             /* most task slots in use at once */
+    uint64_t heap_ring_high_water_bytes[4]; /* most bytes in use per heap ring */
+    uint64_t trace_events;                  /* events recorded (tracing only) */
+    uint64_t trace_dropped;                 /* events dropped by full lanes */
+} strata_worker_statistics;
+
+typedef struct strata_run_statistics {
+    int timed;
+    uint64_t tasks_run;
+    uint64_t tasks_failed;
+    uint64_t tasks_not_run;    /* cancelled or poisoned before they started */
+    uint64_t overhead_mean_ns; /* ready -> start over the run's tasks */
+    uint64_t overhead_max_ns;
+    uint64_t critical_path_ns; /* longest dependency chain of measured task durations */
+} strata_run_statistics;
+
+/* The worker's statistics so far (counts always; times when timed). */
+STRATA_API int strata_worker_stats(const strata_worker *w, strata_worker_statistics *out);
+
+/* One run's statistics; complete once the run is done. */
+STRATA_API int strata_run_stats(const strata_run *r, strata_run_statistics *out);
+
+/* STRATA_OK, or why the trace file could not be written at close (the
+ * message in strata_error_message() on the calling thread). */
+STRATA_API int strata_worker_trace_status(const strata_worker *w);
 
 /* ---- Callables ------------------------------------------------------------- */
 

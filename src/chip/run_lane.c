@@ -70,7 +70,9 @@ struct st_lane_run {
     int in_wait;     /* a thread is blocked in the device wait on it */
     int preparing;   /* a thread is in its early native prepare, lane unlocked */
     int diagnostics; /* never overlaps another run's preparation */
-    st_error error;  /* first error; read after TERMINAL */
+    int timed;       /* its native phases are timed (the trace's chip phases) */
+    st_lane_times times;
+    st_error error; /* first error; read after TERMINAL */
 };
 
 struct st_run_lane {
@@ -185,7 +187,11 @@ static void retire(st_run_lane *lane, st_lane_run *r) {
  * failure is the run's error and poisons the lane. */
 static void finish(st_run_lane *lane, st_lane_run *r) {
     if (r->phase == ST_LANE_PREPARED || r->phase == ST_LANE_LAUNCHED) {
+        if (r->timed && r->phase == ST_LANE_LAUNCHED)
+            r->times.complete = st_now_ns();
         int rc = st_cw_finalize(lane->cw, &r->token);
+        if (r->timed)
+            r->times.finalize_end = st_now_ns();
         if (rc != STRATA_OK) {
             fail_run(r, rc);
             poison_lane(lane, r);
@@ -243,6 +249,8 @@ static prepare_outcome prepare_native(st_run_lane *lane, st_lane_run *r, int as_
     int incompatible = 0;
     st_native_token token = {0};
     int rc;
+    if (r->timed)
+        r->times.prepare_start = st_now_ns();
     if (as_successor) {
         st_chip_worker *cw = lane->cw; /* close drains first: it outlives the prepare */
         r->preparing = 1;
@@ -254,6 +262,8 @@ static prepare_outcome prepare_native(st_run_lane *lane, st_lane_run *r, int as_
     } else {
         rc = st_cw_prepare(lane->cw, &req, &token, &incompatible);
     }
+    if (r->timed)
+        r->times.prepare_end = st_now_ns();
     if (rc == STRATA_OK) {
         r->token = token;
         lane_move(r, LANE_T_PREPARE);
@@ -332,6 +342,8 @@ static void launch_front(st_run_lane *lane) {
         if (f->phase == ST_LANE_QUEUED)
             yield_unactivated(lane);
         if (f->phase == ST_LANE_PREPARED || prepare_native(lane, f, 0) == PREPARE_OK) {
+            if (f->timed)
+                f->times.launch = st_now_ns();
             int rc = st_cw_launch(lane->cw, &f->token);
             if (rc == STRATA_OK) {
                 lane_move(f, LANE_T_LAUNCH);
@@ -579,6 +591,7 @@ static st_lane_run *new_run(st_run_lane *lane, const st_lane_request *req) {
     r->diagnostics = (r->cfg.flags & STRATA_CALL_DIAGNOSTICS) != 0;
     r->accepted = req->accepted;
     r->accepted_value = req->accepted_value;
+    r->timed = req->timed;
     r->phase = ST_LANE_QUEUED;
     r->disposition = STRATA_CHIP_VALIDATED_ONLY;
     return r;
@@ -869,6 +882,12 @@ int st_lane_run_launched(st_lane_run *r) {
     int l = r->launched;
     pthread_mutex_unlock(&r->lane->mu);
     return l;
+}
+
+void st_lane_run_times(st_lane_run *r, st_lane_times *out) {
+    pthread_mutex_lock(&r->lane->mu);
+    *out = r->times;
+    pthread_mutex_unlock(&r->lane->mu);
 }
 
 strata_chip_disposition st_lane_run_disposition(st_lane_run *r) {

@@ -44,7 +44,16 @@ typedef struct st_lane_request {
     const strata_call_config *cfg; /* NULL = defaults */
     _Atomic uint32_t *accepted;    /* optional launch-acceptance word */
     uint32_t accepted_value;
+    int timed; /* 1: the lane reads the clock around the native phases (st_lane_run_times) */
 } st_lane_request;
+
+/* When a timed run's native phases happened (monotonic ns; 0: did not happen). */
+typedef struct st_lane_times {
+    uint64_t prepare_start, prepare_end; /* the last native prepare */
+    uint64_t launch;                     /* its launch began */
+    uint64_t complete;                   /* the device's completion was seen */
+    uint64_t finalize_end;
+} st_lane_times;
 
 /* The lane keeps a pointer to cw until it is closed; cw must outlive that. */
 int st_lane_create(st_chip_worker *cw, st_run_lane **out);
@@ -81,6 +90,8 @@ int st_lane_wait(st_lane_run *run, uint64_t deadline_ns);
 int st_lane_run_status(st_lane_run *run);
 const char *st_lane_run_error(st_lane_run *run);
 int st_lane_run_launched(st_lane_run *run);
+/* The native phase times of a run submitted with `timed` (all 0 otherwise). */
+void st_lane_run_times(st_lane_run *run, st_lane_times *out);
 strata_chip_disposition st_lane_run_disposition(st_lane_run *run);
 st_lane_phase st_lane_run_phase(st_lane_run *run);
 uint64_t st_lane_run_id(const st_lane_run *run);

@@ -31,8 +31,13 @@ static uint64_t capacity_deadline(strata_worker *w, uint64_t *deadline) {
 static st_slot *take_slot(strata_worker *w, uint64_t *deadline_io, const char *what) {
     for (;;) {
         st_slot *s = st_slots_take(&w->slots);
-        if (s)
+        if (s) {
+            uint32_t used = w->slots.capacity - w->slots.nfree;
+            if (used > w->stats.window_high_water)
+                w->stats.window_high_water = used;
             return s;
+        }
+        uint64_t began = w->trace.on ? st_now_ns() : 0;
         uint64_t deadline = capacity_deadline(w, deadline_io);
         /* Woken in batches (see consume(), release.c); re-check every millisecond anyway. */
         uint32_t seen = atomic_load(&w->space_ev.value);
@@ -41,6 +46,8 @@ static st_slot *take_slot(strata_worker *w, uint64_t *deadline_io, const char *w
         uint64_t slice = st_deadline_after(1000000);
         st_engine_wait(w, &w->space_ev, seen, slice < deadline ? slice : deadline);
         w->slot_waiters--;
+        if (w->trace.on)
+            st_trace_wait(w, began, 0);
         if (w->slots.nfree == 0 && st_now_ns() >= deadline) {
             st_fail(STRATA_ECAPACITY,
                     "%s: task window full for %.1f s (task_window = %u): raise "
@@ -56,6 +63,13 @@ static int heap_ring_of(const strata_orch *o) {
     return o->depth - 1 < ST_HEAP_RINGS - 1 ? o->depth - 1 : ST_HEAP_RINGS - 1;
 }
 
+static void note_heap_high_water(strata_worker *w, int ring) {
+    const st_heap_ring *hr = &w->heap.rings[ring];
+    uint64_t used = hr->wrapped ? w->heap.ring_bytes - hr->tail + hr->top : hr->top - hr->tail;
+    if (used > w->stats.heap_ring_high_water_bytes[ring])
+        w->stats.heap_ring_high_water_bytes[ring] = used;
+}
+
 static int take_heap(strata_worker *w, int ring, uint64_t bytes, uint64_t *deadline_io, void **addr,
                      uint64_t *ticket, const char *what) {
     if (st_heap_ring_bytes(&w->heap) == 0)
@@ -65,14 +79,19 @@ static int take_heap(strata_worker *w, int ring, uint64_t bytes, uint64_t *deadl
                        what);
     for (;;) {
         int rc = st_heap_try_alloc(&w->heap, ring, bytes, addr, ticket);
+        if (rc == STRATA_OK)
+            note_heap_high_water(w, ring);
         if (rc != STRATA_ECAPACITY)
             return rc;
+        uint64_t began = w->trace.on ? st_now_ns() : 0;
         uint64_t deadline = capacity_deadline(w, deadline_io);
         uint32_t seen = atomic_load(&w->space_ev.value);
         st_hook(w, ST_HOOK_CAPACITY_WAIT, 0);
         w->heap_waiters++;
         int wrc = st_engine_wait(w, &w->space_ev, seen, deadline);
         w->heap_waiters--;
+        if (w->trace.on)
+            st_trace_wait(w, began, 1);
         if (wrc < 0 && st_now_ns() >= deadline)
             return st_fail(STRATA_ECAPACITY,
                            "%s: heap ring %d exhausted after %.1f s: raise heap_ring_bytes (now "

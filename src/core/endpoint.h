@@ -73,6 +73,8 @@ typedef struct st_dispatch {
                              endpoint may take, validate and prepare it, never launch it
                              before activate(run_id); 0: its run is the head (see
                              "Staging" below). Bytes, so the record stays 72 bytes */
+    uint8_t timed;        /* 1: the endpoint reads the clock around the body (tracing or
+                             collect_stats) into the completion's t_start / t_end */
     const st_callable_info *callable;
     const strata_task_args *args;  /* valid until the completion is posted; only up to
                                       its last used tensor: copy with strata_args_copy */
@@ -101,6 +103,11 @@ typedef struct st_completion {
     st_endpoint *ep;
     uint64_t ref;
     uint32_t member;
+    uint64_t t_start, t_end; /* where the body ran, if timed; 0: not measured */
+    int32_t ran_on;          /* the worker index the body saw (a helper's is nsubs), or -1 */
+    /* A timed chip task's native phases (chip_driver.c), monotonic ns: prepare
+     * start and end, launch, device completion, finalize end; 0: none. */
+    uint64_t native[5];
     int status; /* STRATA_OK, STRATA_ETASK (the task failed), STRATA_EENDPOINT or
                    STRATA_ENOMEM (the endpoint could not allocate what the task needed) */
     /* The library's one message size: a record is reused per endpoint, not per
@@ -212,6 +219,7 @@ struct st_endpoint {
     _Atomic int gone;     /* 1 once the child is known dead (st_endpoint_gone): the engine
                              hands a gone sub worker no more tasks while another one lives */
     char label[64];       /* e.g. "sub 1", "chip sim:0"; used in error messages */
+    int pid;              /* the process its task bodies run in; 0: this one (the trace) */
 };
 
 /* ---- What an endpoint may ask of the engine -------------------------------------------
@@ -279,6 +287,7 @@ typedef struct st_sub_port {
     uint32_t spin_ns;            /* spin this long waiting for work before parking */
     int before_claim_hook;       /* a test seam is set: call st_endpoint_before_claim per claim */
     uint64_t startup_timeout_ns; /* bound on a process child's start (config) */
+    int timed;                   /* tasks are timed (core/trace.h): a child reads its clock */
 } st_sub_port;
 
 /* Create sub worker `index` of engine e (set ops, engine, is_sub = 1,
@@ -338,6 +347,10 @@ st_endpoint *st_worker_next_endpoint(strata_worker *w, int worker_id);
 /* A run of w built by fn(o, arg) for a next-level task of a parent worker
  * whose arguments are *task_args (strata_orch_task_args answers them while fn
  * runs; NULL: none). Otherwise strata_worker_submit. */
+/* strata_worker_create for a child Worker (top_level 0): STRATA_TRACE does
+ * not apply to it (core/trace.h). */
+int st_worker_create(const strata_worker_config *cfg, int top_level, strata_worker **out);
+
 int st_worker_submit_task(strata_worker *w, strata_orch_fn fn, void *arg,
                           const strata_task_view *task_args, strata_run **out);
 

@@ -34,6 +34,7 @@
 #include "core/run.h"
 #include "core/slot.h"
 #include "core/tensormap.h"
+#include "core/trace.h"
 #include "strata/worker.h"
 #include "util/futex.h"
 #include "util/lease.h"
@@ -148,6 +149,9 @@ struct strata_worker {
     _Atomic uint64_t
         next_buffer_id;   /* of strata_buffers; far below ST_RUNTIME_ID_BIT (heap_ring.h) */
     uint64_t visit_stamp; /* one per submit, for deduplicating producers */
+
+    st_trace trace;                 /* tracing and task timing (core/trace.h) */
+    strata_worker_statistics stats; /* counts and times so far (engine lock; core/trace.c) */
 };
 
 /* ---- the engine lock (engine_lock.c) ---- */

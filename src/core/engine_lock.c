@@ -71,6 +71,8 @@ void st_endpoint_complete_with(st_endpoint *ep, st_completion *c, const st_dispa
     c->ref = d->ref;
     c->member = d->member;
     c->status = status;
+    c->t_start = c->t_end = 0; /* never ran */
+    c->ran_on = -1;
     c->msg[0] = '\0';
     if (fmt) {
         va_list ap;

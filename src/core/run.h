@@ -58,6 +58,9 @@ typedef struct strata_run {
     st_ready_queue group_q;
     st_ready_queue *directed_q; /* one per next-level worker */
     int ndirected;
+    /* Statistics (core/trace.c): counts always, times while tasks are timed. */
+    uint64_t st_run, st_failed, st_not_run, st_ov_n, st_ov_sum, st_ov_max, st_crit;
+    int st_timed;
     /* The first error. Last, and only its status is set when the record is
      * made (st_run_begin zeroes the fields above): a run that never fails
      * never touches its 512-byte message, which made an empty run ~20% dearer

@@ -107,6 +107,9 @@ typedef struct st_slot {
     int32_t inline_target;
     uint8_t inline_member;
     int fail_status; /* status of the failure (ETASK, EENDPOINT, ECANCELED) */
+    /* Set only while tasks are timed (core/trace.h): monotonic ns. */
+    uint64_t t_submit, t_ready, t_dispatch;
+    uint64_t path_ns; /* longest chain of measured durations ending here */
     /* A single task's args with up to ST_INLINE_TENSORS tensors live here: only
      * the used prefix of a strata_task_args is ever read or written (a body
      * reads it through a strata_task_view), so the slot stays small (a full

@@ -97,6 +97,7 @@ void strata_worker_config_init(strata_worker_config *cfg) {
     cfg->help_while_waiting = 1;
     cfg->startup_timeout_ns = 30ull * 1000000000ull;
     cfg->shared_arena_bytes = 1ull << 30;
+    cfg->trace_events_per_lane = 65536;
 }
 
 static int check_config(const strata_worker_config *c) {
@@ -133,6 +134,16 @@ static int check_config(const strata_worker_config *c) {
     if (c->help_while_waiting != 0 && c->help_while_waiting != 1)
         return st_fail(STRATA_EINVAL, "strata_worker_create: help_while_waiting = %d (0 or 1)",
                        c->help_while_waiting);
+    if (c->trace_events_per_lane < 1 || c->trace_events_per_lane > (1u << 24))
+        return st_fail(STRATA_EINVAL,
+                       "strata_worker_create: trace_events_per_lane = %u (1 .. 2^24)",
+                       c->trace_events_per_lane);
+    if (c->collect_stats != 0 && c->collect_stats != 1)
+        return st_fail(STRATA_EINVAL, "strata_worker_create: collect_stats = %d (0 or 1)",
+                       c->collect_stats);
+    if (c->trace_path && !c->trace_path[0])
+        return st_fail(STRATA_EINVAL,
+                       "strata_worker_create: trace_path is empty (NULL turns tracing off)");
     return STRATA_OK;
 }
 
@@ -142,6 +153,10 @@ static int tmap_alive(void *ctx, uint64_t ref) {
 }
 
 int strata_worker_create(const strata_worker_config *cfg, strata_worker **out) {
+    return st_worker_create(cfg, 1, out);
+}
+
+int st_worker_create(const strata_worker_config *cfg, int top_level, strata_worker **out) {
     if (!cfg || !out)
         return st_fail(STRATA_EINVAL, "strata_worker_create: cfg and out must not be NULL");
     *out = NULL;
@@ -150,6 +165,7 @@ int strata_worker_create(const strata_worker_config *cfg, strata_worker **out) {
     if (!w)
         return st_fail_nomem("strata_worker_create: the worker", sizeof *w);
     w->cfg = *cfg;
+    w->trace.env_allowed = top_level;
     st_registry_init(&w->callables, w->callable_entries, ST_MAX_CALLABLES, "callable", "worker");
     atomic_store(&w->next_buffer_id, 1);
     w->orch.w = w;
@@ -174,6 +190,11 @@ int strata_worker_create(const strata_worker_config *cfg, strata_worker **out) {
     /* Reserved now, so every buffer, even one made before init, is seen by
      * the process children init forks; a reservation costs no memory. */
     rc = st_arena_create(cfg->shared_arena_bytes, &w->arena);
+    if (rc == STRATA_OK) {
+        rc = st_trace_create(w);
+        if (rc != STRATA_OK)
+            st_arena_put(w->arena);
+    }
     if (rc != STRATA_OK) {
         st_heap_destroy(&w->heap);
         st_tmap_destroy(&w->tmap);
@@ -422,6 +443,7 @@ static st_sub_port sub_port_of(const strata_worker *w) {
         .spin_ns = w->cfg.spin_ns,
         .before_claim_hook = w->hooks[ST_HOOK_SUB_BEFORE_CLAIM] != NULL,
         .startup_timeout_ns = w->cfg.startup_timeout_ns,
+        .timed = w->trace.timed,
     };
 }
 
@@ -489,6 +511,7 @@ int st_worker_start_threads(strata_worker *w, const st_start_plan *plan) {
     if (rc != STRATA_OK)
         return init_failed(w, plan, rc); /* the worker stays CREATED: init may be retried */
     st_engine_lock(w);
+    st_trace_start(w);
     worker_move(w, WORKER_T_START);
     st_engine_unlock(w);
     return STRATA_OK;
@@ -550,6 +573,7 @@ int strata_worker_close(strata_worker *w) {
     for (int i = 0; i < nnext; i++)
         w->next[i].ep->ops->stop(w->next[i].ep);
     st_sched_stop(w);
+    st_trace_finish(w); /* every child stopped: nothing records any more */
     detach_next_level(w);
     for (int i = 0; i < w->nsubs; i++)
         w->subs[i].ep->ops->destroy(w->subs[i].ep);
@@ -576,6 +600,7 @@ void strata_worker_destroy(strata_worker *w) {
     st_free(w->orch.scope_refs);
     st_heap_destroy(&w->heap);
     st_arena_put(w->arena); /* buffers still alive keep it mapped */
+    st_trace_destroy(w);
     st_tmap_destroy(&w->tmap);
     st_slots_destroy(&w->slots);
     st_free(w);

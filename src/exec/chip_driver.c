@@ -97,11 +97,21 @@ static void chip_task_move(chip_task *t, chip_task_transition tr) {
     t->state = (chip_task_state)st_sm_next(&chip_task_machine, (uint32_t)t->state, tr, "record");
 }
 
+/* The native phases of a timed task into its completion (none: zeros). */
+static void native_times(chip_task *t, st_lane_run *run) {
+    st_lane_times lt = {0};
+    if (run && t->d.timed)
+        st_lane_run_times(run, &lt);
+    uint64_t v[5] = {lt.prepare_start, lt.prepare_end, lt.launch, lt.complete, lt.finalize_end};
+    memcpy(t->comp.native, v, sizeof v);
+}
+
 /* Free the record, then hand t's completion to the owner (mu not held). */
 static void complete_task(st_chip_driver *ep, chip_task *t) {
     pthread_mutex_lock(&ep->mu);
     st_lane_run *run = t->run;
     uint64_t tag = t->tag;
+    native_times(t, run);
     t->run = NULL;
     t->waiting = 0;
     st_completion_hold(&t->comp);       /* no dispatch takes the record until the owner is done */
@@ -141,8 +151,11 @@ static void submit_task(st_chip_driver *ep, chip_task *t, int activated) {
     if (rc == STRATA_OK)
         rc = st_chip_program_info(ep->chip, prog, &backend_id, name, sizeof name);
     if (rc == STRATA_OK) {
-        st_lane_request req = {
-            .program = backend_id, .program_name = name, .args = t->d.args, .cfg = t->d.cfg};
+        st_lane_request req = {.program = backend_id,
+                               .program_name = name,
+                               .args = t->d.args,
+                               .cfg = t->d.cfg,
+                               .timed = t->d.timed};
         /* The run's own lease: the lane's generation filter sees the engine's
          * generations. Several tasks of one L3 run (one lease) can sit in the
          * lane at once, so each gets its own native run id on this chip (the

@@ -125,6 +125,16 @@ void st_proc_task_finish(st_mbox *m, uint32_t frame, int status, const char *msg
     st_mbox_ring(bell);
 }
 
+void st_proc_task_times(st_mbox *m, uint32_t frame, uint64_t t_start, uint64_t t_end) {
+    st_mbox_frame *f = st_mbox_task(m, frame);
+    f->t_start = t_start; /* published by the finish's release store */
+    f->t_end = t_end;
+}
+
+int st_proc_child_timed(void) {
+    return loop_.cfg && loop_.cfg->timed;
+}
+
 void st_proc_task_staged(st_mbox *m, uint32_t frame, st_mbox_disposition disp) {
     st_mbox_frame *f = st_mbox_task(m, frame);
     atomic_store_explicit(&f->disposition, (uint32_t)disp, memory_order_relaxed);

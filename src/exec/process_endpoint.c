@@ -192,6 +192,13 @@ static int take_result_locked(st_proc_ep *p, uint32_t i) {
     st_completion_hold(c); /* pushed after the unlock; no dispatch picks it meanwhile */
     c->ref = rec->ref;
     c->member = rec->member;
+    c->ran_on = -1;
+    c->t_start = c->t_end = 0;
+    if (p->cfg.timed) { /* kinds that measure nothing leave them 0: not measured */
+        c->t_start = f->t_start;
+        c->t_end = f->t_end;
+        f->t_start = f->t_end = 0;
+    }
     if (st_mbox_check_identity(f, &rec->trailer, p->cfg.label) != STRATA_OK) {
         c->status = STRATA_EENDPOINT;
         st_msg_format(c->msg, sizeof c->msg, "task '%s': result frame refused: %s", rec->task,
@@ -237,6 +244,8 @@ static int collect(st_proc_ep *p, int check_dead) {
             rec->comp.ref = rec->ref;
             rec->comp.member = rec->member;
             rec->comp.status = STRATA_EENDPOINT;
+            rec->comp.t_start = rec->comp.t_end = 0; /* no time from a dead child */
+            rec->comp.ran_on = -1;
             st_msg_format(rec->comp.msg, sizeof rec->comp.msg,
                           started ? "%s while running task '%s'"
                                   : "%s before task '%s' started (it never ran)",
@@ -588,6 +597,7 @@ int st_proc_ep_spawn(st_proc_ep *p) {
     if (rc != STRATA_OK)
         return st_fail_prefix(rc, p->cfg.label);
     p->pid = p->child.pid;
+    p->base.pid = (int)p->child.pid;
     st_mutex_lock(&p->lock);
     life_move(p, LIFE_T_SPAWN);
     st_mutex_unlock(&p->lock);

@@ -86,6 +86,11 @@ typedef struct st_proc_kind {
  * message: writes status and text, then publishes TASK_DONE / TASK_FAILED
  * and rings the parent. */
 void st_proc_task_finish(st_mbox *m, uint32_t frame, int status, const char *msg);
+/* In a timed child (st_proc_child_timed): the child's clock around the body
+ * of frame `frame`, written before st_proc_task_finish publishes it. */
+void st_proc_task_times(st_mbox *m, uint32_t frame, uint64_t t_start, uint64_t t_end);
+/* 1 if this child reports task times (its config's `timed`), else 0. */
+int st_proc_child_timed(void);
 /* Publish the disposition then FRAME_STAGED for a staged frame. */
 void st_proc_task_staged(st_mbox *m, uint32_t frame, st_mbox_disposition disp);
 /* Set the sticky acceptance word of a frame (the task crossed its launch
@@ -116,6 +121,7 @@ typedef struct st_proc_ep_config {
     char label[64];              /* "sub 1", "chip sim:0", "L3 child 1" */
     uint32_t spin_ns;            /* spin before parking (both sides) */
     uint64_t startup_timeout_ns; /* bound on init (st_proc_ep_wait_ready) */
+    int timed; /* the child reports its clock around each body (st_proc_task_times) */
 } st_proc_ep_config;
 
 /* Allocate p and map its mailbox (0600, unlinked at once). Nothing forked. */

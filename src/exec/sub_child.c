@@ -36,9 +36,12 @@ static void sub_run(sub_self *s, st_mbox *m, uint32_t frame) {
         .args = s->args[frame],
         .cfg = &no_cfg,
         .caller_cpu = -1,
+        .timed = (uint8_t)st_proc_child_timed(),
     };
     st_completion c;
     st_run_host_callable(&d, s->worker, &c);
+    if (d.timed)
+        st_proc_task_times(m, frame, c.t_start, c.t_end);
     st_proc_task_finish(m, frame, c.status, c.msg);
 }
 
@@ -83,6 +86,7 @@ int st_sub_child_create(strata_worker *w, int index, const st_sub_port *port, st
         .worker_id = index,
         .spin_ns = port->spin_ns,
         .startup_timeout_ns = port->startup_timeout_ns,
+        .timed = port->timed,
     };
     snprintf(cfg.label, sizeof cfg.label, "sub %d", index);
     st_proc_ep *p;

@@ -25,6 +25,7 @@
 #include "util/alloc.h"
 #include "util/thread_role.h"
 #include "util/assert.h"
+#include "util/clock.h"
 #include "util/error.h"
 #include "util/futex.h"
 #include "util/message.h"
@@ -63,7 +64,10 @@ void st_run_host_callable(const st_dispatch *d, uint32_t worker, st_completion *
      * that holds only its used part, so a copy of it would read past them. */
     strata_task_view args = strata_args_view(d->args);
     args.worker = worker;
+    c->t_start = d->timed ? st_now_ns() : 0;
     int rc = d->callable->fn ? d->callable->fn(&args, d->callable->user) : 0;
+    c->t_end = d->timed ? st_now_ns() : 0;
+    c->ran_on = (int32_t)worker;
     c->ref = d->ref;
     c->member = d->member;
     /* A typed read that failed fails the task even if the body went on: it

@@ -76,7 +76,7 @@ int st_worker_child_run(strata_worker *inner, const char *label, const st_callab
 int st_worker_child_bring_up(const strata_child_config *cfg, const char *label, int init,
                              strata_worker **out) {
     strata_worker *inner = NULL;
-    int rc = strata_worker_create(&cfg->worker, &inner);
+    int rc = st_worker_create(&cfg->worker, 0, &inner);
     if (rc == STRATA_OK && cfg->setup) {
         st_clear_error();
         int src = cfg->setup(inner, cfg->setup_user);

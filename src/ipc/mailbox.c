@@ -51,6 +51,8 @@ _Static_assert(offsetof(st_mbox_frame, arg0) == offsetof(st_mbox_frame, command)
 _Static_assert(offsetof(st_mbox_frame, arg1) == offsetof(st_mbox_frame, command) + 16, "arg1");
 _Static_assert(offsetof(st_mbox_frame, result) == offsetof(st_mbox_frame, command) + 24, "result");
 _Static_assert(offsetof(st_mbox_frame, taken) == offsetof(st_mbox_frame, command) + 36, "taken");
+_Static_assert(offsetof(st_mbox_frame, t_start) == offsetof(st_mbox_frame, command) + 40,
+               "t_start");
 _Static_assert(offsetof(st_mbox_frame, shutdown) == offsetof(st_mbox_frame, command) + 32,
                "shutdown");
 /* What a small task's publication writes and the child reads shares the

@@ -146,7 +146,10 @@ typedef struct st_mbox_frame {
                                       only when the child died, to tell a task that never started.
                                       In the tail: written by the child alone, never on a line
                                       the parent reads per task */
-    uint8_t tail_pad2_[64 - 40];
+    uint64_t t_start, t_end;       /* task frames, timed children only (process_endpoint.h): the
+                                      child's clock around the body; the parent reads and clears
+                                      them with the result */
+    uint8_t tail_pad2_[64 - 56];
 } st_mbox_frame;
 
 /* A mapped region: the three frames. */

@@ -1,0 +1,247 @@
+/* core/trace.c - the engine's trace points and the statistics kept at each
+ * task's end.
+ *
+ * Owns: switching tracing on (config or STRATA_TRACE), the engine lane, the
+ * record calls, the per-worker and per-run counts and times, the critical
+ * path (path(t) = dur(t) + max over its producers' paths, at completion).
+ * Must never: be called without the engine lock (the lane's one writer is the
+ * lock holder), allocate or block while recording, or read the clock when
+ * tasks are not timed.
+ */
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/endpoint.h"
+#include "core/engine.h"
+#include "core/run.h"
+#include "core/slot.h"
+#include "core/trace.h"
+#include "util/alloc.h"
+#include "util/clock.h"
+#include "util/error.h"
+
+/* Top-level workers of this process that took STRATA_TRACE: the second one
+ * writes FILE.2, and so on (one process-wide counter, not state of a worker). */
+static _Atomic unsigned env_users;
+
+/* STRATA_OK with *out NULL when STRATA_TRACE is unset or empty. */
+static int env_trace_path(char **out) {
+    *out = NULL;
+    const char *env = getenv("STRATA_TRACE");
+    if (!env || !env[0])
+        return STRATA_OK;
+    unsigned n = atomic_fetch_add(&env_users, 1) + 1;
+    size_t len = strlen(env) + 16;
+    char *p = st_malloc(len);
+    if (!p)
+        return st_fail_nomem("strata_worker_create: the STRATA_TRACE file name", len);
+    if (n == 1)
+        snprintf(p, len, "%s", env);
+    else
+        snprintf(p, len, "%s.%u", env, n);
+    *out = p;
+    return STRATA_OK;
+}
+
+int st_trace_create(strata_worker *w) {
+    st_trace *t = &w->trace;
+    st_error_init(&t->status);
+    if (w->cfg.trace_path) {
+        t->path = st_strdup(w->cfg.trace_path);
+        if (!t->path)
+            return st_fail_nomem("strata_worker_create: trace_path", strlen(w->cfg.trace_path) + 1);
+    } else if (t->env_allowed) {
+        STRATA_TRY(env_trace_path(&t->path));
+    }
+    w->cfg.trace_path = t->path; /* the caller's string may go */
+    if (t->path) {
+        int rc = st_trace_lane_init(&t->engine, w->cfg.trace_events_per_lane);
+        if (rc != STRATA_OK) {
+            st_free(t->path);
+            t->path = NULL;
+            return rc;
+        }
+        t->on = 1;
+    }
+    t->timed = t->on || w->cfg.collect_stats;
+    w->stats.timed = t->timed;
+    return STRATA_OK;
+}
+
+void st_trace_destroy(strata_worker *w) {
+    st_trace_lane_free(&w->trace.engine);
+    st_free(w->trace.path);
+    w->trace.path = NULL;
+    w->cfg.trace_path = NULL;
+}
+
+void st_trace_start(strata_worker *w) {
+    w->trace.t0 = st_now_ns();
+}
+
+void st_trace_finish(strata_worker *w) {
+    st_trace *t = &w->trace;
+    st_engine_lock(w); /* strata_worker_stats reads end_ns under it */
+    t->end_ns = st_now_ns();
+    st_engine_unlock(w);
+    if (!t->on)
+        return;
+    t->on = 0; /* written once */
+    int rc = st_trace_write(w, t->path);
+    if (rc != STRATA_OK)
+        st_error_set(&t->status, rc, "strata_worker_close: %s", strata_error_message());
+}
+
+/* ---- statistics ---------------------------------------------------------- */
+
+static strata_lane_stats *lane_of(strata_worker *w, const st_completion *c, int32_t *num) {
+    if (!c->ep->is_sub) {
+        *num = ST_TRACE_NEXT + c->ep->worker_id;
+        return &w->stats.next[c->ep->worker_id];
+    }
+    if (c->ran_on == w->nsubs) { /* a waiting caller ran it (helping.c) */
+        *num = w->nsubs;
+        return &w->stats.helper;
+    }
+    *num = c->ep->worker_id;
+    return &w->stats.sub[c->ep->worker_id];
+}
+
+void st_stats_count(strata_worker *w, st_slot *s, const st_completion *c) {
+    int32_t num;
+    strata_lane_stats *l = lane_of(w, c, &num);
+    int failed = c->status != STRATA_OK;
+    l->tasks_run++;
+    l->tasks_failed += (uint64_t)failed;
+    s->run->st_run++;
+    s->run->st_failed += (uint64_t)failed;
+}
+
+/* ---- record points ------------------------------------------------------- */
+
+static st_trace_event *next_event(strata_worker *w, uint64_t now) {
+    return w->trace.on ? st_trace_lane_next(&w->trace.engine, now) : NULL;
+}
+
+static void edges_of(strata_worker *w, st_slot *s, uint64_t now, uint64_t *longest) {
+    for (uint32_t i = 0; i < s->producers.n; i++) {
+        st_slot *p = st_slots_get(&w->slots, s->producers.v[i]);
+        if (!p || p->kind == ST_SLOT_ALLOC)
+            continue;
+        if (p->path_ns > *longest)
+            *longest = p->path_ns;
+        st_trace_event *e = next_event(w, now);
+        if (!e)
+            continue;
+        *e = (st_trace_event){.ts = now,
+                              .run = s->run->id,
+                              .a = (uint32_t)p->seq,
+                              .b = (uint32_t)s->seq,
+                              .kind = ST_TEV_EDGE};
+        st_trace_lane_commit(&w->trace.engine);
+    }
+}
+
+/* A chip task's native phases, if its endpoint timed them for this dispatch. */
+static void chip_phases(strata_worker *w, st_slot *s, const st_completion *c, int32_t num) {
+    const uint64_t *n = c->native;
+    if (!n[0] || n[0] < s->t_dispatch || n[4] < n[0])
+        return;
+    st_trace_event *e = next_event(w, n[4]);
+    if (!e)
+        return;
+    *e = (st_trace_event){.ts = n[4],
+                          .t = {n[0], n[1], n[2], n[3]},
+                          .run = s->run->id,
+                          .a = (uint32_t)s->seq,
+                          .b = (uint32_t)s->callable,
+                          .worker = num,
+                          .kind = ST_TEV_CHIP};
+    st_trace_lane_commit(&w->trace.engine);
+}
+
+void st_trace_task_end(strata_worker *w, st_slot *s, const st_completion *c) {
+    /* Times an endpoint did not write this time (a kind that measures
+     * nothing, a record reused) are older than this dispatch: not measured. */
+    int measured = c->t_start != 0 && c->t_start >= s->t_dispatch && c->t_end >= c->t_start;
+    uint64_t now = measured ? c->t_end : st_now_ns(); /* one clock read fewer per task */
+    uint64_t start = measured ? c->t_start : s->t_dispatch;
+    uint64_t end = now;
+    uint64_t dur = end > start ? end - start : 0;
+    int32_t num;
+    strata_lane_stats *l = lane_of(w, c, &num);
+    l->busy_ns += dur;
+    st_run *r = s->run;
+    uint64_t ov = start > s->t_ready ? start - s->t_ready : 0;
+    strata_worker_statistics *st = &w->stats;
+    st->overhead_mean_ns += ov; /* the sum until strata_worker_stats divides it */
+    st->overhead_tasks++;
+    if (ov > st->overhead_max_ns)
+        st->overhead_max_ns = ov;
+    r->st_ov_n++;
+    r->st_ov_sum += ov;
+    if (ov > r->st_ov_max)
+        r->st_ov_max = ov;
+    uint64_t longest = 0;
+    if (c->member == 0)
+        edges_of(w, s, now, &longest);
+    else
+        longest = s->path_ns > dur ? s->path_ns - dur : 0; /* approximate for later members */
+    if (longest + dur > s->path_ns)
+        s->path_ns = longest + dur;
+    if (s->path_ns > r->st_crit)
+        r->st_crit = s->path_ns;
+    st_trace_event *e = next_event(w, now);
+    if (!e)
+        return;
+    *e = (st_trace_event){
+        .ts = end,
+        .t = {s->t_submit, s->t_ready, s->t_dispatch, start},
+        .run = r->id,
+        .a = (uint32_t)s->seq,
+        .b = (uint32_t)s->callable | c->member << 16 | (uint32_t)(s->nmembers > 1) << 31,
+        .worker = num,
+        .kind = ST_TEV_TASK,
+        .status = c->status == STRATA_OK ? 0 : 1,
+        .flags = measured ? ST_TEVF_MEASURED : 0,
+    };
+    st_trace_lane_commit(&w->trace.engine);
+    if (!c->ep->is_sub)
+        chip_phases(w, s, c, num);
+}
+
+void st_trace_not_run(strata_worker *w, st_slot *s) {
+    uint64_t now = st_now_ns();
+    st_trace_event *e = next_event(w, now);
+    if (!e)
+        return;
+    *e = (st_trace_event){.ts = now,
+                          .t = {s->t_submit, s->t_ready},
+                          .run = s->run->id,
+                          .a = (uint32_t)s->seq,
+                          .b = (uint32_t)s->callable,
+                          .worker = -1,
+                          .kind = ST_TEV_NOT_RUN,
+                          .status = s->fail_status == STRATA_ECANCELED ? 2 : 1};
+    st_trace_lane_commit(&w->trace.engine);
+}
+
+void st_trace_phase(strata_worker *w, st_run *r, uint32_t phase) {
+    uint64_t now = st_now_ns();
+    st_trace_event *e = next_event(w, now);
+    if (!e)
+        return;
+    *e = (st_trace_event){.ts = now, .run = r->id, .a = phase, .kind = ST_TEV_PHASE};
+    st_trace_lane_commit(&w->trace.engine);
+}
+
+void st_trace_wait(strata_worker *w, uint64_t began, int heap) {
+    uint64_t now = st_now_ns();
+    st_trace_event *e = next_event(w, now);
+    if (!e)
+        return;
+    *e = (st_trace_event){.ts = now, .t = {began}, .a = (uint32_t)heap, .kind = ST_TEV_WAIT};
+    st_trace_lane_commit(&w->trace.engine);
+}

@@ -1,0 +1,78 @@
+/* core/trace.h - the engine's tracing and run statistics: its state, the
+ * points the engine records at, and the statistics kept at a task's end.
+ *
+ * Owns: st_trace (is tracing on, are tasks timed, the file, the lane the
+ * engine writes under its lock, the write status), the event kinds, the
+ * record calls (trace.c) and the file writer's entry (trace_json.c).
+ * Must never: read the clock or record anything when neither tracing nor
+ * collect_stats is on (every point is one test of `timed` or `on`), block,
+ * or allocate on the record path. All record calls run under the engine
+ * lock: the engine lane's one writer is whoever holds it.
+ */
+#ifndef STRATA_CORE_TRACE_H
+#define STRATA_CORE_TRACE_H
+
+#include <stdint.h>
+
+#include "strata/worker.h"
+#include "util/error.h"
+#include "util/trace_buffer.h"
+
+enum {
+    ST_TEV_TASK = 1, /* a task (member) ran: ts end, t[] submit/ready/dispatch/start, a seq,
+                        b callable (bits 0-15; callables are < ST_MAX_CALLABLES), member
+                        (bits 16-30) and bit 31 set for a group's member, worker, status,
+                        flags ST_TEVF_* */
+    ST_TEV_NOT_RUN,  /* a task settled unstarted: t[0] submit, a seq, b callable, status */
+    ST_TEV_EDGE,     /* a dependency: a producer seq, b consumer seq (recorded at its end) */
+    ST_TEV_PHASE,    /* a run phase began: a st_run_phase */
+    ST_TEV_WAIT,     /* a capacity wait: t[0] began, ts ended, a 0 window / 1 heap ring */
+    ST_TEV_CHIP,     /* a chip task's native phases: t[] prepare start, prepare end, launch,
+                        device completion; ts finalize end; a seq, b callable, worker */
+};
+enum { ST_TEVF_MEASURED = 1 }; /* start/end were read where the body ran */
+/* The phase value of an ST_TEV_PHASE event that ends the building span: the
+ * orchestration function returned (the run's own phases are st_run_phase). */
+#define ST_TRACE_BUILT 0u
+
+/* Worker numbers in a task event: sub i is i, the helper is nsubs, next-level
+ * worker j is ST_TRACE_NEXT + j. */
+#define ST_TRACE_NEXT 0x10000
+
+typedef struct st_trace {
+    int on;          /* recording a trace */
+    int env_allowed; /* a top-level worker: STRATA_TRACE applies (never a child Worker) */
+    int timed;       /* tasks are timed: on || collect_stats */
+    char *path;      /* the file, written at close */
+    uint64_t t0;     /* monotonic ns of ts 0 (init) */
+    uint64_t end_ns; /* close: the end of elapsed_ns */
+    st_trace_lane engine;
+    st_error status; /* writing the file */
+} st_trace;
+
+struct strata_worker;
+struct st_slot;
+struct st_completion;
+struct strata_run;
+
+/* At create: tracing from cfg->trace_path or STRATA_TRACE (a second worker
+ * of the process gets FILE.2, ...). */
+int st_trace_create(struct strata_worker *w);
+void st_trace_destroy(struct strata_worker *w);
+/* At init: ts 0. */
+void st_trace_start(struct strata_worker *w);
+/* At close, every child stopped: the file. */
+void st_trace_finish(struct strata_worker *w);
+
+/* The record points (engine lock held). */
+void st_trace_task_end(struct strata_worker *w, struct st_slot *s, const struct st_completion *c);
+void st_trace_not_run(struct strata_worker *w, struct st_slot *s);
+void st_trace_phase(struct strata_worker *w, struct strata_run *r, uint32_t phase);
+void st_trace_wait(struct strata_worker *w, uint64_t began, int heap);
+/* Counts every task end, timed or not (engine lock held). */
+void st_stats_count(struct strata_worker *w, struct st_slot *s, const struct st_completion *c);
+
+/* The file (trace_json.c): STRATA_OK or the failure, described. */
+int st_trace_write(struct strata_worker *w, const char *path);
+
+#endif
