@@ -93,12 +93,10 @@ for entry in "${DEMOS[@]}"; do
     echo
 done
 
-# TODO(issue 10): once the trace recorder is merged, a missing trace is a
-# failure (exit 1) here, not a skip.
+# The traced demo must have written its trace: every build of strata records one.
 if [ ! -s "$TRACE" ]; then
-    echo "==> trace: examples/$TRACED_DEMO wrote no trace to $TRACE (this build of strata"
-    echo "    records none): skipping the trace summary and the picture"
-    exit 0
+    echo "==> trace: examples/$TRACED_DEMO wrote no trace to $TRACE (STRATA_TRACE was set)" >&2
+    exit 1
 fi
 echo "==> trace summary of examples/$TRACED_DEMO (tools/strata-trace summary $TRACE)"
 echo

@@ -121,12 +121,24 @@ static void put_sub_names(writer *wr) {
     put_lane_name(wr, wr->pid, TID_SUB0 + wr->w->nsubs, "helper");
 }
 
+/* A next-level endpoint's label reads "<id> (<name>)" (exec/worker_chip.c,
+ * worker_child.c, chip_child.c): the name inside the parentheses, else the
+ * label as it is. */
+static const char *label_name(const char *label, char *buf, size_t cap) {
+    const char *open = strchr(label, '(');
+    size_t len = strlen(label);
+    if (!open || len == 0 || label[len - 1] != ')')
+        return label;
+    snprintf(buf, cap, "%.*s", (int)(label + len - 1 - (open + 1)), open + 1);
+    return buf;
+}
+
 static void put_next_names(writer *wr) {
     strata_worker *w = wr->w;
-    char name[96];
+    char name[96], own[64];
     for (int j = 0; j < w->nnext; j++) {
-        const char *label = w->next[j].ep ? w->next[j].ep->label : "";
-        int chip = strncmp(label, "chip", 4) == 0;
+        const char *label = label_name(w->next[j].ep ? w->next[j].ep->label : "", own, sizeof own);
+        int chip = strncmp(label, "chip ", 5) == 0;
         long pid = pid_of(wr, ST_TRACE_NEXT + j);
         if (pid != wr->pid) {
             if (chip)

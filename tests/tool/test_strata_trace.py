@@ -119,6 +119,26 @@ class SummaryTest(Scratch):
         path = self.write("deps_only.json", json.dumps(doc))
         self.assertEqual(critical_path_lines(self.summary(path=path)), EXPECTED_PATHS)
 
+    def test_a_group_is_its_member_that_ended_last(self):
+        # Two members of task 9:0 share its id; the consumer 9:1 depends on
+        # the group, so the path runs through the member that ended last.
+        def x(tid, task, ts, dur, **args):
+            a = {"run": 9, "task": task, "worker": tid, "status": "ok"}
+            a.update(args)
+            return {"ph": "X", "cat": "task", "name": "k", "pid": 1, "tid": 10 + tid,
+                    "ts": ts, "dur": dur, "args": a}
+        doc = {"traceEvents": [
+            {"ph": "M", "name": "thread_name", "pid": 1, "tid": 10, "args": {"name": "sub 0"}},
+            {"ph": "M", "name": "thread_name", "pid": 1, "tid": 11, "args": {"name": "sub 1"}},
+            x(0, "9:0", 0.0, 30.0, member=0),
+            x(1, "9:0", 0.0, 70.0, member=1),
+            x(0, "9:1", 80.0, 5.0, deps=["9:0"]),
+            x(0, "9:0", 0.0, 10.0, member=2)],
+            "otherData": {"producer": "strata", "format": 1, "dropped": 0}}
+        path = self.write("group.json", json.dumps(doc))
+        out = self.summary(path=path)
+        self.assertIn("  run 9: 75.000 us over 2 tasks", out)
+
     def test_long_critical_path_is_cut_at_path_tasks(self):
         out = self.summary("--path-tasks", "2")
         run1 = out.split("  run 1: 175.000 us over 4 tasks\n")[1].split("  run 2:")[0].splitlines()
