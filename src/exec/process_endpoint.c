@@ -135,6 +135,9 @@ struct st_proc_ep {
      * 0: none): written by every lend, read by the thread before it waits. In
      * its own cache line, away from what dispatch and collect write. */
     _Alignas(64) _Atomic uint64_t lend_until;
+    /* The park timeout while tasks are in flight (PROBE_NS; a test seam,
+     * st_proc_ep_set_probe_ns, lengthens it so only a ring can wake the thread). */
+    _Atomic uint64_t probe_ns;
 };
 
 static const st_endpoint_ops proc_ops;
@@ -300,9 +303,9 @@ static void *proc_thread_main(void *arg) {
         }
         /* In flight, or a caller collects: park with the probe's timeout (a
          * dispatch does not ring it: idle_parked is 0), at once while lent. */
-        if (st_mbox_wait_bell(bell, seen, lent ? 0 : p->cfg.spin_ns, st_deadline_after(PROBE_NS)) !=
-            0)
-            collect(p, 1); /* nothing for 2 ms: is the child still there? */
+        uint64_t probe = atomic_load_explicit(&p->probe_ns, memory_order_relaxed);
+        if (st_mbox_wait_bell(bell, seen, lent ? 0 : p->cfg.spin_ns, st_deadline_after(probe)) != 0)
+            collect(p, 1); /* nothing for a probe's time: is the child still there? */
     }
 }
 
@@ -567,6 +570,7 @@ int st_proc_ep_create(st_engine *e, const st_proc_ep_config *cfg, st_proc_ep **o
     atomic_init(&p->base.last_cpu, -1);
     atomic_init(&p->base.gone, 0);
     snprintf(p->base.label, sizeof p->base.label, "%s", p->cfg.label);
+    atomic_init(&p->probe_ns, PROBE_NS);
     p->life = LIFE_NEW;
     *out = p;
     return STRATA_OK;
@@ -685,6 +689,10 @@ st_proc_ep *st_proc_ep_of(st_endpoint *ep) {
 
 st_child *st_proc_ep_child(st_proc_ep *p) {
     return &p->child;
+}
+
+void st_proc_ep_set_probe_ns(st_proc_ep *p, uint64_t ns) {
+    atomic_store_explicit(&p->probe_ns, ns, memory_order_relaxed);
 }
 
 st_mbox *st_proc_ep_mbox(st_proc_ep *p) {

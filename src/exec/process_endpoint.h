@@ -153,6 +153,10 @@ int st_proc_ep_control(st_proc_ep *p, st_mbox_command cmd, uint64_t arg0, uint64
 st_child *st_proc_ep_child(st_proc_ep *p);
 /* The mailbox of p (the child's view is the same region). */
 st_mbox *st_proc_ep_mbox(st_proc_ep *p);
+/* Test seam: the parent-side thread's park timeout while tasks are in flight
+ * (2 ms by default), read at each park. A test lengthens it so that only the
+ * child's ring can wake the thread. */
+void st_proc_ep_set_probe_ns(st_proc_ep *p, uint64_t ns);
 /* The configuration p was created with (the child reads it after the fork). */
 const st_proc_ep_config *st_proc_ep_config_of(const st_proc_ep *p);
 
