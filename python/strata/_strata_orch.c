@@ -46,13 +46,21 @@ static int orch_live(SpyOrch *self) {
     return 0;
 }
 
-/* Runs a submit call with the GIL released: it may wait for capacity,
- * which thread-hosted sub functions free. */
+/* Runs a submit call with the GIL released when a strata thread of this
+ * process may need it: a submit may wait for capacity, which thread-hosted
+ * sub functions (and Python chip programs) free. Process-hosted sub
+ * functions never need this process's GIL, so their submits keep it. */
 #define SUBMIT(call)                                                                               \
     do {                                                                                           \
         int rc_;                                                                                   \
-        Py_BEGIN_ALLOW_THREADS rc_ = (call);                                                       \
-        Py_END_ALLOW_THREADS if (rc_ != STRATA_OK) return spy_raise(rc_, NULL);                    \
+        if (self->worker->python_threads) {                                                        \
+            Py_BEGIN_ALLOW_THREADS rc_ = (call);                                                   \
+            Py_END_ALLOW_THREADS                                                                   \
+        } else {                                                                                   \
+            rc_ = (call);                                                                          \
+        }                                                                                          \
+        if (rc_ != STRATA_OK)                                                                      \
+            return spy_raise(rc_, NULL);                                                           \
     } while (0)
 
 static int items_start(spy_items *it, SpyOrch *self) {
