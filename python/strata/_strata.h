@@ -99,7 +99,8 @@ int spy_callables_add(PyObject *fn, PyObject *pickled, uint32_t worker, uint32_t
 /* A Worker's slot for its abort flag; 0 or -1 with an exception. */
 int spy_worker_slot(uint32_t *slot);
 /* Fails every task of the Worker in `slot` that starts from now on. */
-void spy_worker_abort(uint32_t slot);
+void spy_worker_abort(uint32_t slot); /* async-signal-safe */
+void spy_worker_abort_clear(uint32_t slot);
 /* The function of index i in this process (borrowed), reviving one
  * registered after this process child was forked; NULL with an exception. */
 PyObject *spy_callables_lookup(uint32_t i);

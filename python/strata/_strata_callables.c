@@ -71,7 +71,11 @@ int spy_worker_slot(uint32_t *slot) {
 }
 
 void spy_worker_abort(uint32_t slot) {
-    atomic_store(&aborted[slot], 1);
+    atomic_store(&aborted[slot], 1); /* lock-free: called from a signal handler too */
+}
+
+void spy_worker_abort_clear(uint32_t slot) {
+    atomic_store(&aborted[slot], 0);
 }
 
 int spy_callables_add(PyObject *fn, PyObject *pickled, uint32_t worker, uint32_t *index) {
