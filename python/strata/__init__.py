@@ -36,7 +36,12 @@ from ._strata import (  # noqa: F401  (re-exported)
     NoMemory,
     Orch,
     Poisoned,
+    MAX_GROUP,
+    MAX_PAYLOAD,
+    MAX_SCALARS,
+    MAX_TENSORS,
     Run,
+    Scope,
     Stale,
     StateError,
     TaskFailed,
@@ -64,8 +69,8 @@ if _os.path.exists(_os.path.join(_os.path.dirname(__file__), "libstrata_test_ker
     SIM_TEST_KERNELS = _os.path.join(_os.path.dirname(__file__), "libstrata_test_kernels.so")
 
 __all__ = [
-    "Worker", "Run", "Orch", "Tensor", "Callable", "Arg", "ChipBuffer", "ProgramCtx",
-    "SIM_TEST_KERNELS",
+    "Worker", "Run", "Orch", "Scope", "Tensor", "Callable", "Arg", "ChipBuffer", "ProgramCtx",
+    "SIM_TEST_KERNELS", "MAX_TENSORS", "MAX_SCALARS", "MAX_PAYLOAD", "MAX_GROUP",
     "IN", "OUT", "INOUT", "OUT_EXISTING", "NO_DEP",
     "u64", "i64", "f64", "f32", "payload", "status_name",
     "Error", "InvalidArgument", "StateError", "Timeout", "TaskFailed", "EndpointError",

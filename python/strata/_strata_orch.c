@@ -631,6 +631,9 @@ int spy_orch_init_types(PyObject *module) {
         return -1;
     Py_INCREF(&SpyOrch_Type);
     Py_INCREF(&SpyRun_Type);
+    Py_INCREF(&SpyScope_Type);
+    if (PyModule_AddObject(module, "Scope", (PyObject *)&SpyScope_Type) < 0)
+        return -1;
     if (PyModule_AddObject(module, "Orch", (PyObject *)&SpyOrch_Type) < 0 ||
         PyModule_AddObject(module, "Run", (PyObject *)&SpyRun_Type) < 0)
         return -1;
