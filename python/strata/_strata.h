@@ -80,6 +80,8 @@ typedef struct {
 /* Appends the items of one member (a sequence of Python arguments) to *it;
  * a member break first when `member` > 0. 0 or -1 with an exception. */
 int spy_items_add(spy_items *it, PyObject *args, int member);
+/* The same from an array of n arguments. */
+int spy_items_add_array(spy_items *it, PyObject *const *args, Py_ssize_t n, int member);
 
 /* ---- callables (_strata_callables.c) -------------------------------------------- */
 

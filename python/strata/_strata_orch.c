@@ -82,16 +82,7 @@ static PyObject *orch_submit_sub(SpyOrch *self, PyObject *const *args, Py_ssize_
         return NULL;
     spy_items it;
     items_start(&it, self);
-    PyObject *rest = PyTuple_New(n - 1);
-    if (!rest)
-        return NULL;
-    for (Py_ssize_t i = 1; i < n; i++) {
-        Py_INCREF(args[i]);
-        PyTuple_SET_ITEM(rest, i - 1, args[i]);
-    }
-    int rc = spy_items_add(&it, rest, 0);
-    Py_DECREF(rest);
-    if (rc < 0)
+    if (spy_items_add_array(&it, args + 1, n - 1, 0) < 0)
         return NULL;
     strata_orch *o = self->o;
     SUBMIT(strata_orch_submit_sub_items(o, fn, it.items, it.nitems));
