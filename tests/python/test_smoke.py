@@ -172,8 +172,11 @@ class Smoke(unittest.TestCase):
 
     def test_ctrl_c_leaves_no_child_and_no_shm(self):
         before = _shm()
+        # Python's own SIGINT handler even when this test was started with
+        # SIGINT ignored (a background job of a non-interactive shell).
         script = textwrap.dedent("""
-            import sys, time, numpy as np, strata
+            import signal, sys, time, numpy as np, strata
+            signal.signal(signal.SIGINT, signal.default_int_handler)
             with strata.Worker(sub_workers=2, sub_mode="process") as w:
                 @w.sub
                 def slow(x):
