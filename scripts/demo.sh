@@ -20,6 +20,9 @@ set -euo pipefail
 # programs, host reduction), once with its chips and sub workers hosted as
 # threads and once as processes of their own (the same program, a switch).
 DEMOS=(demo "l3_two_chips --host thread" "l3_two_chips --host process")
+# Then the Python demo (examples/python/<name>.py, on the module the build
+# made: tiled numpy matrix product on process-hosted sub workers, checked).
+PY_DEMOS=(tiled_matmul)
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD="${STRATA_BUILD_PREFIX:-$ROOT/build}"
@@ -37,9 +40,18 @@ for entry in "${DEMOS[@]}"; do
         exit 1
     fi
 done
+for d in "${PY_DEMOS[@]}"; do
+    if [ ! -f "$ROOT/examples/python/$d.py" ]; then
+        echo "demo.sh: examples/python/$d.py does not exist; fix PY_DEMOS at the top of $0" >&2
+        exit 1
+    fi
+done
 
 echo "==> configure ($BUILD_TYPE) in $BUILD"
-cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE="$BUILD_TYPE" -DSTRATA_SANITIZE= >/dev/null
+# The Python module is built for Debian's python3 (the one with numpy), whatever
+# python3 comes first on PATH; scripts/test.sh configures the same way.
+cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE="$BUILD_TYPE" -DSTRATA_SANITIZE= \
+    -DPython3_EXECUTABLE=/usr/bin/python3 >/dev/null
 echo "==> build (-j$JOBS)"
 cmake --build "$BUILD" -j"$JOBS"
 
@@ -64,5 +76,17 @@ for entry in "${DEMOS[@]}"; do
     else
         "$BUILD/examples/${cmd[0]}" "${cmd[@]:1}"
     fi
+    echo
+done
+
+for d in "${PY_DEMOS[@]}"; do
+    echo "==> run examples/python/$d.py"
+    echo
+    if [ ! -d "$BUILD/python/strata" ]; then
+        echo "demo.sh: the Python module was not built ($BUILD/python/strata is missing):" \
+            "the configure step above says why" >&2
+        exit 1
+    fi
+    PYTHONPATH="$BUILD/python" /usr/bin/python3 "$ROOT/examples/python/$d.py"
     echo
 done

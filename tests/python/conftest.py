@@ -29,7 +29,9 @@ def pytest_configure(config):
         # a broken build, never a skip.
         raise pytest.UsageError(
             f"import strata failed although STRATA_PYTHON_REQUIRED=1: {IMPORT_ERROR!r}"
-            f" (PYTHONPATH={os.environ.get('PYTHONPATH', '')!r})")
+            f" (PYTHONPATH={os.environ.get('PYTHONPATH', '')!r}); the build was configured with"
+            " STRATA_BUILD_PYTHON=ON: install python3-dev and python3-numpy (scripts/deps.sh)"
+            " and rebuild, or configure with -DSTRATA_BUILD_PYTHON=OFF")
 
 
 def need_strata():

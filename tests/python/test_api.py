@@ -287,12 +287,26 @@ def test_registering_after_init_reaches_the_children(mode):
         assert list(a) == [42] * 4
 
 
-def test_a_local_function_after_init_in_process_mode_is_refused_clearly():
+def test_a_closure_after_init_in_process_mode_is_refused_clearly():
     with strata.Worker(sub_workers=1, sub_mode="process") as w:
+        w.init()
+        value = 1
+
+        def closure(x):
+            x[:] = value
+
+        with pytest.raises((TypeError, ValueError, strata.Error), match=r"(?i)module-level"):
+            w.register_sub(closure)
+
+
+def test_a_plain_local_function_after_init_reaches_process_children():
+    with strata.Worker(sub_workers=2, sub_mode="process", help_while_waiting=False) as w:
+        a = w.array((2,), np.int32)
         w.init()
 
         def local(x):
-            x[:] = 1
+            x[:] = 9
 
-        with pytest.raises((TypeError, ValueError, strata.Error), match=r"(?i)module|pickl"):
-            w.register_sub(local)
+        cb = w.register_sub(local)
+        w.run(lambda o: o.submit_sub(cb, strata.OUT_EXISTING(a)))
+        assert list(a) == [9, 9]
