@@ -84,7 +84,7 @@ for d in "${PY_DEMOS[@]}"; do
     echo
     if [ ! -d "$BUILD/python/strata" ]; then
         echo "demo.sh: the Python module was not built ($BUILD/python/strata is missing):" \
-            "the configure step above says why" >&2
+            "install python3-dev and python3-numpy (scripts/deps.sh demo) and run this again" >&2
         exit 1
     fi
     PYTHONPATH="$BUILD/python" /usr/bin/python3 "$ROOT/examples/python/$d.py"

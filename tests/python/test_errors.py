@@ -161,8 +161,8 @@ def bad_argument_cases(w, a):
     cmplx = a.view(np.complex128)  # strata memory, a dtype strata has no name for
     m = w.array((8, 8), np.float32)
     return [
-        ("unknown callable", lambda o, cb: o.submit_sub(print, strata.INOUT(a)), TypeError,
-         r"(?i)callable"),
+        ("unknown callable", lambda o, cb: o.submit_sub(print, strata.INOUT(a)),
+         (TypeError, ValueError), r"(?i)callable|regist"),
         ("a plain numpy array not from Worker.array",
          lambda o, cb: o.submit_sub(cb, strata.INOUT(np.zeros(4))), (TypeError, ValueError),
          r"(?i)worker\.array|strata|shared"),

@@ -56,7 +56,7 @@ def test_a_sub_function_writes_the_parents_memory_in_place(mode):
     with worker(mode) as w:
         cb = w.register_sub(report_address)
         a = w.array((1000,), np.float64)
-        seen = w.array((4,), np.uint64)
+        seen = w.array((4,), np.int64)
         before = data_address(a)
         w.run(lambda o: o.submit_sub(cb, strata.INOUT(a), strata.OUT_EXISTING(seen)))
         assert data_address(a) == before  # the parent's array was not replaced
@@ -71,7 +71,7 @@ def test_a_view_arrives_at_its_offset(mode):
     with worker(mode, 1) as w:
         cb = w.register_sub(report_address)
         a = w.array((64, 16), np.float32)
-        seen = w.array((4,), np.uint64)
+        seen = w.array((4,), np.int64)
         tile = a[8:16, 4:12]
         w.run(lambda o: o.submit_sub(cb, strata.INOUT(tile), strata.OUT_EXISTING(seen)))
         assert int(seen[0]) == data_address(tile) == data_address(a) + (8 * 16 + 4) * 4
@@ -85,7 +85,7 @@ def test_an_input_arrives_read_only_over_the_same_memory(mode):
     with worker(mode, 1) as w:
         cb = w.register_sub(read_address)
         a = w.array((32,), np.int32)
-        seen = w.array((2,), np.uint64)
+        seen = w.array((2,), np.int64)
         w.run(lambda o: o.submit_sub(cb, strata.IN(a), strata.OUT_EXISTING(seen)))
         assert int(seen[0]) == data_address(a)
         assert seen[1] == 0
