@@ -1,0 +1,171 @@
+"""strata: hierarchical task graphs from Python.
+
+The pure-Python layer over the C extension ``strata._strata``: the Worker
+context manager and its decorators, the revivable form of a function sent
+to process children started before it was registered, and the re-exports
+(tag wrappers, typed scalars, Tensor, Run, Orch, the exceptions).
+It must never reach into the library but through ``_strata``.
+
+Sub functions receive their arguments in this order: the task's tensors (as
+numpy arrays over the task's memory, no copy; writable unless tagged IN),
+then its scalars (int or float), then its payload (bytes), if any.
+"""
+
+import atexit as _atexit
+import marshal as _marshal
+import pickle as _pickle
+import sys as _sys
+import types as _types
+import weakref as _weakref
+
+from . import _strata
+from ._strata import (  # noqa: F401  (re-exported)
+    ABIError,
+    Arg,
+    Callable,
+    Cancelled,
+    CapacityError,
+    Closed,
+    DeviceError,
+    EndpointError,
+    Error,
+    InvalidArgument,
+    NoMemory,
+    Orch,
+    Poisoned,
+    Run,
+    Stale,
+    StateError,
+    TaskFailed,
+    Tensor,
+    Timeout,
+    IN,
+    OUT,
+    INOUT,
+    OUT_EXISTING,
+    NO_DEP,
+    u64,
+    i64,
+    f64,
+    f32,
+    payload,
+    status_name,
+)
+
+__version__ = _strata.__version__
+
+__all__ = [
+    "Worker", "Run", "Orch", "Tensor", "Callable", "Arg",
+    "IN", "OUT", "INOUT", "OUT_EXISTING", "NO_DEP",
+    "u64", "i64", "f64", "f32", "payload", "status_name",
+    "Error", "InvalidArgument", "StateError", "Timeout", "TaskFailed", "EndpointError",
+    "Closed", "Stale", "Poisoned", "CapacityError", "ABIError", "DeviceError", "NoMemory",
+    "Cancelled",
+]
+
+
+
+# ---- functions sent to running process children ------------------------------
+
+
+def _revivable(fn):
+    """The bytes a process child forked before fn was registered revives fn
+    from: a plain function as its code, module and defaults (a function
+    defined after the fork, even in __main__, is not in the child's module),
+    anything else by pickle (by reference: module-level objects only)."""
+    if isinstance(fn, _types.FunctionType) and not fn.__closure__:
+        form = ("code", fn.__module__, _marshal.dumps(fn.__code__), fn.__name__,
+                fn.__defaults__, fn.__kwdefaults__)
+    else:
+        form = ("pickle", fn)
+    try:
+        return _pickle.dumps(form)
+    except Exception as e:  # noqa: BLE001  (what pickle raises varies)
+        raise TypeError(
+            f"strata: {fn!r} cannot be sent to the running process children ({e}): register "
+            "it before the Worker starts, or make it a module-level function") from None
+
+
+def _revive(data):
+    form = _pickle.loads(data)
+    if form[0] == "pickle":
+        fn = form[1]
+        return fn.fn if isinstance(fn, Callable) else fn
+    _, module, code, name, defaults, kwdefaults = form
+    mod = _sys.modules.get(module) or __import__(module)
+    fn = _types.FunctionType(_marshal.loads(code), mod.__dict__, name, defaults)
+    fn.__kwdefaults__ = kwdefaults
+    return fn
+
+
+_strata._set_reviver(_revive)
+
+_NAME_MAX = 63  # bytes of a callable's name (the C library's limit)
+
+
+def _default_name(fn):
+    """module.qualname; a longer one keeps its end, after a hash of the whole."""
+    name = f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', repr(fn))}"
+    if len(name.encode()) <= _NAME_MAX:
+        return name
+    import hashlib
+    h = hashlib.blake2s(name.encode(), digest_size=4).hexdigest()
+    return h + "~" + name[-(_NAME_MAX - len(h) - 1):]
+
+# ---- Worker ---------------------------------------------------------------
+
+_live = _weakref.WeakSet()
+
+
+class Worker(_strata.Worker):
+    """An L3 worker: sub workers (threads or processes) and chips.
+
+    ``with strata.Worker(sub_workers=2, sub_mode="process") as w: ...``
+    starts at the first submit / run (or ``w.init()``) and is closed and
+    destroyed by ``__exit__`` (also on KeyboardInterrupt: no child process
+    or shared memory is left). Config fields are keyword arguments named as
+    in ``strata_worker_config``.
+    """
+
+    def __init__(self, **config):
+        super().__init__(**config)
+        _live.add(self)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is not None and issubclass(exc_type, KeyboardInterrupt):
+            self._abort()  # the queued tasks fail at once: close waits only for running ones
+        self.close()
+        return False
+
+    def register_sub(self, fn, name=None):
+        """Register fn as a sub function; returns its strata.Callable.
+
+        Before init a process child inherits it; after init it is sent to
+        the running children (see _revivable)."""
+        if not callable(fn):
+            raise TypeError(f"strata: register_sub: {fn!r} is not callable")
+        if name is None:
+            name = _default_name(fn)
+        revivable = None
+        if self.initialized and self.sub_mode == "process":
+            revivable = _revivable(fn)
+        return self._register(fn, name, 0, revivable)
+
+    def sub(self, fn=None, *, name=None):
+        """Decorator form of register_sub: ``@w.sub`` or ``@w.sub(name=...)``."""
+        if fn is None:
+            return lambda f: self.register_sub(f, name)
+        return self.register_sub(fn, name)
+
+    def run(self, orch):
+        """submit(orch) and wait: raises the run's error."""
+        self.submit(orch).wait()
+
+
+@_atexit.register
+def _close_all():
+    for w in list(_live):
+        w.close()

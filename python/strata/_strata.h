@@ -1,0 +1,140 @@
+/* python/strata/_strata.h - what the files of the extension module share.
+ *
+ * Owns: the object layouts of the module's types (Worker, Buffer, Tensor,
+ * Arg, Orch, Run, Callable) and the calls one file of the module makes into
+ * another (errors, tensors, callables, the GIL around strata calls).
+ * Must never: include a strata header other than the public ones
+ * (include/strata/): the module is a client of the library.
+ */
+#ifndef STRATA_PY_MODULE_H
+#define STRATA_PY_MODULE_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <strata/strata.h>
+
+/* ---- errors (_strata_errors.c) ------------------------------------------ */
+
+/* Builds the exception classes into the module; 0 or -1 with an exception. */
+int spy_errors_init(PyObject *module);
+/* Raises the class of `status` with strata_error_message() (or msg when
+ * given); returns NULL so callers may `return spy_raise(...)`. */
+PyObject *spy_raise(int status, const char *msg);
+/* The class of a status (borrowed). */
+PyObject *spy_error_class(int status);
+
+/* ---- tensors (_strata_tensors.c) ----------------------------------------- */
+
+/* A strata_buffer_create buffer; the base object of every array over it. */
+typedef struct {
+    PyObject_HEAD strata_buffer *buf;
+    PyObject *worker; /* the Worker it came from: kept alive while the buffer is */
+} SpyBuffer;
+
+/* A tensor that is not a numpy array: runtime memory (Orch.alloc) or a chip
+ * buffer's view. */
+typedef struct {
+    PyObject_HEAD strata_tensor t;
+    PyObject *owner; /* what keeps the memory alive (a chip buffer), or NULL */
+} SpyTensor;
+
+extern PyTypeObject SpyBuffer_Type;
+extern PyTypeObject SpyTensor_Type;
+
+int spy_tensors_init(PyObject *module); /* imports numpy */
+/* A numpy array of nbytes of buffer memory, shape and dtype as given. */
+PyObject *spy_buffer_array(PyObject *worker, strata_worker *w, PyObject *shape, PyObject *dtype);
+/* The strata_tensor of a numpy array over buffer memory, or of a Tensor;
+ * *keep is the object that keeps its memory alive (borrowed). 0 or -1 with
+ * TypeError / ValueError set. */
+int spy_tensor_of(PyObject *obj, strata_tensor *out, PyObject **keep);
+/* A numpy array over a task's tensor (no copy); writable unless tag is IN. */
+PyObject *spy_task_array(const strata_tensor *t, int writable);
+/* A Tensor object for t. */
+PyObject *spy_tensor_new(const strata_tensor *t, PyObject *owner);
+/* numpy dtype -> strata dtype, -1 with TypeError set. */
+int spy_dtype_of(PyObject *dtype);
+PyObject *spy_numpy_dtype(int dtype); /* new reference */
+
+/* ---- arguments (_strata_args.c) -------------------------------------------- */
+
+/* strata.IN(t) ... and strata.u64(x) ...: a tagged tensor or a typed scalar. */
+typedef struct {
+    PyObject_HEAD int kind; /* strata_arg_kind */
+    int tag;                /* strata_tag, for a tensor */
+    PyObject *value;        /* the tensor object, or the scalar / bytes */
+} SpyArg;
+extern PyTypeObject SpyArg_Type;
+int spy_args_init(PyObject *module);
+
+/* One task's (or a group's) items as the submit calls read them. */
+typedef struct {
+    strata_arg items[STRATA_MAX_GROUP * 4];
+    strata_tensor tensors[STRATA_MAX_GROUP * 4];
+    size_t nitems;
+    size_t ntensors;
+    PyObject *keep; /* list: the objects whose memory the tasks use */
+} spy_items;
+
+/* Appends the items of one member (a sequence of Python arguments) to *it;
+ * a member break first when `member` > 0. 0 or -1 with an exception. */
+int spy_items_add(spy_items *it, PyObject *args, int member);
+
+/* ---- callables (_strata_callables.c) -------------------------------------------- */
+
+typedef struct {
+    PyObject_HEAD PyObject *fn;
+    PyObject *name;
+    PyObject *worker; /* weak in spirit: a borrowed identity check only */
+    strata_callable id;
+    int kind; /* 0 sub, 1 chip program */
+} SpyCallable;
+extern PyTypeObject SpyCallable_Type;
+
+/* Registers fn in the module's table; *index names it in the trampoline's
+ * user pointer. pickled: bytes to revive it in a child forked before it was
+ * registered (NULL: none needed). 0 or -1 with an exception. */
+int spy_callables_add(PyObject *fn, PyObject *pickled, uint32_t worker, uint32_t *index);
+/* A Worker's slot for its abort flag; 0 or -1 with an exception. */
+int spy_worker_slot(uint32_t *slot);
+/* Fails every task of the Worker in `slot` that starts from now on. */
+void spy_worker_abort(uint32_t slot);
+/* The sub function trampoline registered with strata_worker_register_sub. */
+int spy_sub_trampoline(const strata_task_view *v, void *user);
+int spy_callables_init(PyObject *module);
+/* Takes the GIL on any thread (a strata thread keeps its thread state). */
+PyGILState_STATE spy_gil_take(void);
+
+/* ---- fork (_strata_fork.c) ------------------------------------------------ */
+
+/* Calls f(w) with the fork handlers armed on this thread: a fork inside it
+ * (a process child) runs PyOS_BeforeFork / _AfterFork_*. */
+int spy_with_fork_hooks(int (*f)(strata_worker *), strata_worker *w);
+int spy_fork_init(void);
+
+/* ---- worker, orchestration, runs (_strata_worker.c, _strata_orch.c) ----- */
+
+typedef struct {
+    PyObject_HEAD strata_worker *w;
+    int mode;        /* strata_host_mode of the sub workers */
+    int initialized; /* strata_worker_init done */
+    int closed;
+    uint32_t slot;       /* its abort flag (spy_worker_abort) */
+    PyObject *callables; /* dict: function -> Callable */
+} SpyWorker;
+extern PyTypeObject SpyWorker_Type;
+extern PyTypeObject SpyOrch_Type;
+extern PyTypeObject SpyRun_Type;
+
+int spy_worker_init_types(PyObject *module);
+int spy_orch_init_types(PyObject *module);
+/* Starts the worker if it is not yet; 0 or -1 with an exception. */
+int spy_worker_ensure_init(SpyWorker *self);
+/* Worker.submit: the Run of orch(o). */
+PyObject *spy_worker_submit(SpyWorker *self, PyObject *orch);
+/* The callable id of fn for worker self (a Callable or a registered
+ * function); -1 with TypeError / ValueError set. */
+int spy_callable_id(SpyWorker *self, PyObject *fn, int kind, strata_callable *out);
+
+#endif /* STRATA_PY_MODULE_H */

@@ -1,0 +1,349 @@
+/* python/strata/_strata_callables.c - Python functions as strata callables.
+ *
+ * Owns: the module's table of registered functions (the index a
+ * trampoline's user pointer carries), the shared table of their revivable
+ * forms for children forked before they were registered, the Callable type
+ * Worker.register_sub returns, and the sub function trampoline: the GIL,
+ * the task's tensors as numpy arrays over the same memory, its scalars and
+ * payload, and a raised exception as the task's error with its traceback.
+ * Must never: hold the GIL outside a call into Python, or run a function
+ * of one index for another.
+ */
+#include "_strata.h"
+
+#include <stdatomic.h>
+#include <string.h>
+#include <sys/mman.h>
+
+/* ---- the GIL on strata's threads ------------------------------------------ */
+
+/* A strata thread (a thread-hosted sub worker, a helping waiter) keeps the
+ * thread state its first PyGILState_Ensure made: one extra Ensure, never
+ * released, so later calls only take the GIL instead of making and
+ * dropping a thread state per task. */
+static _Thread_local int pinned;
+
+PyGILState_STATE spy_gil_take(void) {
+    PyGILState_STATE g = PyGILState_Ensure();
+    if (!pinned) {
+        (void)PyGILState_Ensure();
+        pinned = 1;
+    }
+    return g;
+}
+
+/* ---- the table ---------------------------------------------------------- */
+
+#define REVIVE_MAX 4096u   /* bytes of one function's revivable form */
+#define SHARED_SLOTS 4096u /* functions registered in one process, all Workers */
+
+/* One slot per index, in a MAP_SHARED mapping made at import, so children
+ * forked earlier read what the parent writes later. Written once, before
+ * the registration that names the index reaches any child. */
+typedef struct {
+    uint32_t len;
+    uint32_t worker; /* the slot of the Worker it is registered with (abort flags) */
+    char bytes[REVIVE_MAX - 2 * sizeof(uint32_t)];
+} shared_slot;
+
+/* One word per Worker slot, set by Worker._abort (Ctrl-C in the parent):
+ * the tasks of that Worker that start afterwards fail at once, in every
+ * process, so the run fails and its unstarted tasks are cancelled instead
+ * of the close waiting for all of them. In the same shared mapping. */
+static _Atomic uint32_t *aborted;
+static uint32_t nworkers;
+
+static shared_slot *shared;
+/* This process's functions by index. A child's copy holds those registered
+ * before it was forked; later ones are revived from `shared` on first use. */
+static PyObject **fns;
+static uint32_t nfns, capfns;
+static PyObject *revive; /* strata._revive(bytes) -> function (the Python layer's) */
+
+int spy_worker_slot(uint32_t *slot) {
+    if (nworkers >= SHARED_SLOTS) {
+        PyErr_Format(PyExc_RuntimeError, "strata: more than %u Workers in one process",
+                     SHARED_SLOTS);
+        return -1;
+    }
+    *slot = nworkers++;
+    return 0;
+}
+
+void spy_worker_abort(uint32_t slot) {
+    atomic_store(&aborted[slot], 1);
+}
+
+int spy_callables_add(PyObject *fn, PyObject *pickled, uint32_t worker, uint32_t *index) {
+    if (nfns >= SHARED_SLOTS) {
+        PyErr_Format(PyExc_ValueError, "strata: more than %u functions registered", SHARED_SLOTS);
+        return -1;
+    }
+    if (pickled) {
+        if (!PyBytes_Check(pickled) || (size_t)PyBytes_GET_SIZE(pickled) > sizeof shared[0].bytes) {
+            PyErr_Format(PyExc_ValueError,
+                         "strata: %R is too large to send to a running process child (%zu "
+                         "bytes at most): register it before the Worker starts",
+                         fn, sizeof shared[0].bytes);
+            return -1;
+        }
+    }
+    if (nfns == capfns) {
+        uint32_t cap = capfns ? capfns * 2 : 64;
+        PyObject **p = PyMem_RawRealloc(fns, cap * sizeof *p);
+        if (!p) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        memset(p + capfns, 0, (cap - capfns) * sizeof *p);
+        fns = p;
+        capfns = cap;
+    }
+    uint32_t i = nfns++;
+    shared[i].worker = worker;
+    if (pickled) {
+        memcpy(shared[i].bytes, PyBytes_AS_STRING(pickled), (size_t)PyBytes_GET_SIZE(pickled));
+        atomic_thread_fence(memory_order_release);
+        shared[i].len = (uint32_t)PyBytes_GET_SIZE(pickled);
+    }
+    Py_INCREF(fn);
+    fns[i] = fn;
+    *index = i;
+    return 0;
+}
+
+/* The function of index i in this process (borrowed), reviving one
+ * registered after this child was forked. */
+static PyObject *lookup(uint32_t i) {
+    if (i < capfns && fns[i])
+        return fns[i];
+    if (i >= SHARED_SLOTS || shared[i].len == 0 || !revive) {
+        PyErr_Format(PyExc_RuntimeError,
+                     "strata: function %u was registered after this process child started "
+                     "and cannot be revived here",
+                     i);
+        return NULL;
+    }
+    atomic_thread_fence(memory_order_acquire);
+    PyObject *b = PyBytes_FromStringAndSize(shared[i].bytes, shared[i].len);
+    PyObject *fn = b ? PyObject_CallOneArg(revive, b) : NULL;
+    Py_XDECREF(b);
+    if (!fn)
+        return NULL;
+    if (i >= capfns) {
+        uint32_t cap = capfns ? capfns : 64;
+        while (cap <= i)
+            cap *= 2;
+        PyObject **p = PyMem_RawRealloc(fns, cap * sizeof *p);
+        if (!p) {
+            Py_DECREF(fn);
+            return PyErr_NoMemory();
+        }
+        memset(p + capfns, 0, (cap - capfns) * sizeof *p);
+        fns = p;
+        capfns = cap;
+    }
+    fns[i] = fn;
+    return fn;
+}
+
+/* ---- the trampoline ----------------------------------------------------- */
+
+/* The task's arguments as the function receives them: its tensors in order
+ * (numpy arrays over the task's memory), then its scalars, then its
+ * payload (bytes), if any. */
+static PyObject *call_args(const strata_task_view *v) {
+    Py_ssize_t n = (Py_ssize_t)v->ntensors + v->nscalars + (v->payload ? 1 : 0);
+    PyObject *t = PyTuple_New(n);
+    if (!t)
+        return NULL;
+    Py_ssize_t k = 0;
+    for (uint32_t i = 0; i < v->ntensors; i++) {
+        PyObject *a = spy_task_array(&v->tensors[i], v->tags[i] != STRATA_IN);
+        if (!a)
+            goto fail;
+        PyTuple_SET_ITEM(t, k++, a);
+    }
+    for (uint32_t i = 0; i < v->nscalars; i++) {
+        uint64_t bits = v->scalars[i];
+        PyObject *s = NULL;
+        switch (v->scalar_types[i]) {
+        case STRATA_SCALAR_U64:
+            s = PyLong_FromUnsignedLongLong(bits);
+            break;
+        case STRATA_SCALAR_I64:
+            s = PyLong_FromLongLong((long long)bits);
+            break;
+        case STRATA_SCALAR_F64: {
+            double d;
+            memcpy(&d, &bits, sizeof d);
+            s = PyFloat_FromDouble(d);
+            break;
+        }
+        case STRATA_SCALAR_F32: {
+            float f;
+            uint32_t lo = (uint32_t)bits;
+            memcpy(&f, &lo, sizeof f);
+            s = PyFloat_FromDouble(f);
+            break;
+        }
+        default:
+            s = PyLong_FromUnsignedLongLong(bits);
+        }
+        if (!s)
+            goto fail;
+        PyTuple_SET_ITEM(t, k++, s);
+    }
+    if (v->payload) {
+        PyObject *b = PyBytes_FromStringAndSize(v->payload, v->payload_bytes);
+        if (!b)
+            goto fail;
+        PyTuple_SET_ITEM(t, k++, b);
+    }
+    return t;
+fail:
+    Py_DECREF(t);
+    return NULL;
+}
+
+/* The pending exception as the task's error: its last line first (a long
+ * traceback is cut at the end of the run's message, so the exception
+ * itself must lead), then the whole traceback. Clears it. */
+static void set_task_error(void) {
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    PyErr_NormalizeException(&type, &value, &tb);
+    if (tb && value)
+        PyException_SetTraceback(value, tb);
+    PyObject *text = NULL;
+    PyObject *mod = PyImport_ImportModule("traceback");
+    if (mod) {
+        PyObject *lines =
+            PyObject_CallMethod(mod, "format_exception", "O", value ? value : Py_None);
+        PyObject *only =
+            PyObject_CallMethod(mod, "format_exception_only", "O", value ? value : Py_None);
+        PyObject *sep = PyUnicode_FromString("");
+        if (lines && only && sep) {
+            PyObject *a = PyUnicode_Join(sep, only);
+            PyObject *b = PyUnicode_Join(sep, lines);
+            if (a && b)
+                text = PyUnicode_FromFormat("%U%U", a, b);
+            Py_XDECREF(a);
+            Py_XDECREF(b);
+        }
+        Py_XDECREF(lines);
+        Py_XDECREF(only);
+        Py_XDECREF(sep);
+        Py_DECREF(mod);
+    }
+    const char *s = text ? PyUnicode_AsUTF8(text) : NULL;
+    strata_task_set_error("%s", s ? s : "a Python exception (its text could not be formatted)");
+    PyErr_Clear();
+    Py_XDECREF(text);
+    Py_XDECREF(type);
+    Py_XDECREF(value);
+    Py_XDECREF(tb);
+}
+
+int spy_sub_trampoline(const strata_task_view *v, void *user) {
+    uint32_t i = (uint32_t)(uintptr_t)user;
+    if (atomic_load_explicit(&aborted[shared[i].worker], memory_order_relaxed)) {
+        strata_task_set_error("KeyboardInterrupt: the Worker was interrupted");
+        return 1;
+    }
+    PyGILState_STATE g = spy_gil_take();
+    int rc = 0;
+    PyObject *fn = lookup(i);
+    PyObject *args = fn ? call_args(v) : NULL;
+    PyObject *r = args ? PyObject_Call(fn, args, NULL) : NULL;
+    if (!r) {
+        set_task_error();
+        rc = 1;
+    }
+    Py_XDECREF(r);
+    Py_XDECREF(args);
+    PyGILState_Release(g);
+    return rc;
+}
+
+/* ---- Callable ------------------------------------------------------------ */
+
+static void callable_dealloc(SpyCallable *self) {
+    Py_XDECREF(self->fn);
+    Py_XDECREF(self->name);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *callable_call(SpyCallable *self, PyObject *args, PyObject *kw) {
+    return PyObject_Call(self->fn, args, kw);
+}
+
+static PyObject *callable_repr(SpyCallable *self) {
+    return PyUnicode_FromFormat("strata.Callable(%R, id=%d)", self->name, (int)self->id);
+}
+
+static PyObject *callable_get_fn(SpyCallable *self, void *u) {
+    Py_INCREF(self->fn);
+    return self->fn;
+}
+static PyObject *callable_get_name(SpyCallable *self, void *u) {
+    Py_INCREF(self->name);
+    return self->name;
+}
+static PyObject *callable_get_id(SpyCallable *self, void *u) {
+    return PyLong_FromLong(self->id);
+}
+
+static PyGetSetDef callable_getset[] = {
+    {"fn", (getter)callable_get_fn, NULL, "the registered Python function", NULL},
+    {"__wrapped__", (getter)callable_get_fn, NULL, "the registered Python function", NULL},
+    {"name", (getter)callable_get_name, NULL, "the name it is registered under", NULL},
+    {"id", (getter)callable_get_id, NULL, "the strata_callable id", NULL},
+    {NULL},
+};
+
+PyTypeObject SpyCallable_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "strata.Callable",
+    .tp_basicsize = sizeof(SpyCallable),
+    .tp_dealloc = (destructor)callable_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_call = (ternaryfunc)callable_call,
+    .tp_repr = (reprfunc)callable_repr,
+    .tp_getset = callable_getset,
+    .tp_doc = "A function registered with a Worker (calling it calls the function).",
+};
+
+static PyObject *set_reviver(PyObject *m, PyObject *fn) {
+    Py_XDECREF(revive);
+    Py_INCREF(fn);
+    revive = fn;
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef callable_methods[] = {
+    {"_set_reviver", set_reviver, METH_O, "the function that revives a sent function"},
+    {NULL},
+};
+
+int spy_callables_init(PyObject *module) {
+    void *p = mmap(NULL, (size_t)SHARED_SLOTS * sizeof(shared_slot), PROT_READ | PROT_WRITE,
+                   MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) {
+        PyErr_SetFromErrno(PyExc_ImportError);
+        return -1;
+    }
+    shared = p;
+    p = mmap(NULL, (size_t)SHARED_SLOTS * sizeof *aborted, PROT_READ | PROT_WRITE,
+             MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) {
+        PyErr_SetFromErrno(PyExc_ImportError);
+        return -1;
+    }
+    aborted = p;
+    if (PyType_Ready(&SpyCallable_Type) < 0)
+        return -1;
+    Py_INCREF(&SpyCallable_Type);
+    if (PyModule_AddObject(module, "Callable", (PyObject *)&SpyCallable_Type) < 0)
+        return -1;
+    return PyModule_AddFunctions(module, callable_methods);
+}

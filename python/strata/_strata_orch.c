@@ -1,0 +1,561 @@
+/* python/strata/_strata_orch.c - runs built by a Python orchestration
+ * function.
+ *
+ * Owns: Worker.submit (strata_worker_submit with the GIL released and a
+ * trampoline that takes it to call the Python function), the Orch type (the
+ * submit calls, alloc, scopes; invalid once the function returns), and the
+ * Run type (waits in slices with the GIL released so Ctrl-C is seen, the
+ * run's error as an exception; it keeps every object whose memory the
+ * run's tasks use alive until the run is finished).
+ * Must never: hold the GIL across a strata call that may wait for a task
+ * (a thread-hosted sub function needs it), or drop a run's memory before
+ * the run is finished.
+ */
+#include "_strata.h"
+
+#include <string.h>
+#include <time.h>
+
+/* ---- Orch --------------------------------------------------------------- */
+
+typedef struct {
+    PyObject_HEAD strata_orch *o; /* NULL once the orchestration function returned */
+    SpyWorker *worker;
+    PyObject *keep; /* list: objects the run's tasks use */
+} SpyOrch;
+
+typedef struct {
+    PyObject_HEAD SpyOrch *orch;
+    int open;
+} SpyScope;
+
+static PyTypeObject SpyScope_Type;
+
+static void orch_dealloc(SpyOrch *self) {
+    Py_XDECREF(self->worker);
+    Py_XDECREF(self->keep);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int orch_live(SpyOrch *self) {
+    if (!self->o) {
+        PyErr_SetString(spy_error_class(STRATA_ESTATE),
+                        "strata.Orch: used after its orchestration function returned");
+        return -1;
+    }
+    return 0;
+}
+
+/* Runs a submit call with the GIL released: it may wait for capacity,
+ * which thread-hosted sub functions free. */
+#define SUBMIT(call)                                                                               \
+    do {                                                                                           \
+        int rc_;                                                                                   \
+        Py_BEGIN_ALLOW_THREADS rc_ = (call);                                                       \
+        Py_END_ALLOW_THREADS if (rc_ != STRATA_OK) return spy_raise(rc_, NULL);                    \
+    } while (0)
+
+static int items_start(spy_items *it, SpyOrch *self) {
+    it->nitems = 0;
+    it->ntensors = 0;
+    it->keep = self->keep;
+    return 0;
+}
+
+static PyObject *orch_submit_sub(SpyOrch *self, PyObject *const *args, Py_ssize_t n) {
+    if (orch_live(self) < 0)
+        return NULL;
+    if (n < 1)
+        return PyErr_Format(PyExc_TypeError, "Orch.submit_sub(fn, *args): fn is missing");
+    strata_callable fn;
+    if (spy_callable_id(self->worker, args[0], 0, &fn) < 0)
+        return NULL;
+    spy_items it;
+    items_start(&it, self);
+    PyObject *rest = PyTuple_New(n - 1);
+    if (!rest)
+        return NULL;
+    for (Py_ssize_t i = 1; i < n; i++) {
+        Py_INCREF(args[i]);
+        PyTuple_SET_ITEM(rest, i - 1, args[i]);
+    }
+    int rc = spy_items_add(&it, rest, 0);
+    Py_DECREF(rest);
+    if (rc < 0)
+        return NULL;
+    strata_orch *o = self->o;
+    SUBMIT(strata_orch_submit_sub_items(o, fn, it.items, it.nitems));
+    Py_RETURN_NONE;
+}
+
+static int members_items(spy_items *it, PyObject *members, int *n) {
+    PyObject *seq = PySequence_Fast(members, "strata: a group's members must be a sequence");
+    if (!seq)
+        return -1;
+    Py_ssize_t m = PySequence_Fast_GET_SIZE(seq);
+    if (m < 1 || m > STRATA_MAX_GROUP) {
+        Py_DECREF(seq);
+        PyErr_Format(PyExc_ValueError, "strata: a group of %zd members (1..%d)", m,
+                     STRATA_MAX_GROUP);
+        return -1;
+    }
+    int rc = 0;
+    for (Py_ssize_t i = 0; rc == 0 && i < m; i++)
+        rc = spy_items_add(it, PySequence_Fast_GET_ITEM(seq, i), (int)i);
+    Py_DECREF(seq);
+    *n = (int)m;
+    return rc;
+}
+
+static PyObject *orch_submit_sub_group(SpyOrch *self, PyObject *args) {
+    PyObject *fnobj, *members;
+    if (!PyArg_ParseTuple(args, "OO:submit_sub_group", &fnobj, &members))
+        return NULL;
+    if (orch_live(self) < 0)
+        return NULL;
+    strata_callable fn;
+    if (spy_callable_id(self->worker, fnobj, 0, &fn) < 0)
+        return NULL;
+    spy_items it;
+    items_start(&it, self);
+    int m;
+    if (members_items(&it, members, &m) < 0)
+        return NULL;
+    strata_orch *o = self->o;
+    SUBMIT(strata_orch_submit_sub_group_items(o, fn, it.items, it.nitems));
+    Py_RETURN_NONE;
+}
+
+static int call_config(PyObject *kw, strata_call_config *cfg, int *worker, PyObject **workers) {
+    memset(cfg, 0, sizeof *cfg);
+    if (!kw)
+        return 0;
+    PyObject *k, *v;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(kw, &pos, &k, &v)) {
+        if (PyUnicode_CompareWithASCIIString(k, "block_dim") == 0) {
+            cfg->block_dim = (uint32_t)PyLong_AsUnsignedLong(v);
+        } else if (PyUnicode_CompareWithASCIIString(k, "diagnostics") == 0) {
+            cfg->flags = PyObject_IsTrue(v) ? STRATA_CALL_DIAGNOSTICS : 0;
+        } else if (worker && PyUnicode_CompareWithASCIIString(k, "worker") == 0) {
+            *worker = (int)PyLong_AsLong(v);
+        } else if (workers && PyUnicode_CompareWithASCIIString(k, "workers") == 0) {
+            *workers = v;
+        } else {
+            PyErr_Format(PyExc_TypeError, "strata: unexpected keyword argument %R", k);
+            return -1;
+        }
+        if (PyErr_Occurred())
+            return -1;
+    }
+    return 0;
+}
+
+static PyObject *orch_submit_next_level(SpyOrch *self, PyObject *args, PyObject *kw) {
+    if (orch_live(self) < 0)
+        return NULL;
+    Py_ssize_t n = PyTuple_GET_SIZE(args);
+    if (n < 1)
+        return PyErr_Format(PyExc_TypeError, "Orch.submit_next_level(fn, *args): fn is missing");
+    strata_callable fn;
+    if (spy_callable_id(self->worker, PyTuple_GET_ITEM(args, 0), 1, &fn) < 0)
+        return NULL;
+    strata_call_config cfg;
+    int worker = 0;
+    if (call_config(kw, &cfg, &worker, NULL) < 0)
+        return NULL;
+    spy_items it;
+    items_start(&it, self);
+    PyObject *rest = PyTuple_GetSlice(args, 1, n);
+    int rc = rest ? spy_items_add(&it, rest, 0) : -1;
+    Py_XDECREF(rest);
+    if (rc < 0)
+        return NULL;
+    strata_orch *o = self->o;
+    SUBMIT(strata_orch_submit_next_level_items(o, fn, &cfg, worker, it.items, it.nitems));
+    Py_RETURN_NONE;
+}
+
+static PyObject *orch_submit_next_level_group(SpyOrch *self, PyObject *args, PyObject *kw) {
+    PyObject *fnobj, *members;
+    if (!PyArg_ParseTuple(args, "OO:submit_next_level_group", &fnobj, &members))
+        return NULL;
+    if (orch_live(self) < 0)
+        return NULL;
+    strata_callable fn;
+    if (spy_callable_id(self->worker, fnobj, 1, &fn) < 0)
+        return NULL;
+    strata_call_config cfg;
+    PyObject *workers = NULL;
+    if (call_config(kw, &cfg, NULL, &workers) < 0)
+        return NULL;
+    spy_items it;
+    items_start(&it, self);
+    int m;
+    if (members_items(&it, members, &m) < 0)
+        return NULL;
+    if (!workers)
+        return PyErr_Format(PyExc_TypeError, "submit_next_level_group: workers= is required");
+    int ids[STRATA_MAX_GROUP];
+    PyObject *seq = PySequence_Fast(workers, "submit_next_level_group: workers must be a sequence");
+    if (!seq)
+        return NULL;
+    if (PySequence_Fast_GET_SIZE(seq) != m) {
+        Py_DECREF(seq);
+        return PyErr_Format(PyExc_ValueError, "submit_next_level_group: %d members but %zd workers",
+                            m, PySequence_Fast_GET_SIZE(seq));
+    }
+    for (int i = 0; i < m; i++)
+        ids[i] = (int)PyLong_AsLong(PySequence_Fast_GET_ITEM(seq, i));
+    Py_DECREF(seq);
+    if (PyErr_Occurred())
+        return NULL;
+    strata_orch *o = self->o;
+    SUBMIT(strata_orch_submit_next_level_group_items(o, fn, &cfg, ids, it.items, it.nitems));
+    Py_RETURN_NONE;
+}
+
+static PyObject *orch_alloc(SpyOrch *self, PyObject *args, PyObject *kw) {
+    static char *names[] = {"shape", "dtype", NULL};
+    PyObject *shape, *dtype = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|O:alloc", names, &shape, &dtype))
+        return NULL;
+    if (orch_live(self) < 0)
+        return NULL;
+    int dt = spy_dtype_of(dtype ? dtype : (PyObject *)&PyFloat_Type);
+    if (dt < 0)
+        return NULL;
+    PyObject *seq = PyLong_Check(shape) ? PyTuple_Pack(1, shape) : PySequence_Tuple(shape);
+    if (!seq)
+        return NULL;
+    Py_ssize_t rank = PyTuple_GET_SIZE(seq);
+    int64_t dims[STRATA_MAX_RANK] = {0};
+    if (rank < 1 || rank > STRATA_MAX_RANK) {
+        Py_DECREF(seq);
+        return PyErr_Format(PyExc_ValueError, "Orch.alloc: shape must have 1..%d dimensions",
+                            STRATA_MAX_RANK);
+    }
+    for (Py_ssize_t i = 0; i < rank; i++)
+        dims[i] = PyLong_AsLongLong(PyTuple_GET_ITEM(seq, i));
+    Py_DECREF(seq);
+    if (PyErr_Occurred())
+        return NULL;
+    strata_tensor t;
+    int rc = strata_orch_alloc(self->o, (int)rank, dims, (strata_dtype)dt, &t);
+    if (rc != STRATA_OK)
+        return spy_raise(rc, NULL);
+    return spy_tensor_new(&t, NULL);
+}
+
+static PyObject *orch_scope(SpyOrch *self, PyObject *unused) {
+    if (orch_live(self) < 0)
+        return NULL;
+    SpyScope *s = PyObject_New(SpyScope, &SpyScope_Type);
+    if (!s)
+        return NULL;
+    Py_INCREF(self);
+    s->orch = self;
+    s->open = 0;
+    return (PyObject *)s;
+}
+
+static PyObject *orch_run_id(SpyOrch *self, void *u) {
+    if (orch_live(self) < 0)
+        return NULL;
+    return PyLong_FromUnsignedLongLong(strata_orch_run_id(self->o));
+}
+
+static PyMethodDef orch_methods[] = {
+    {"submit_sub", (PyCFunction)(void (*)(void))orch_submit_sub, METH_FASTCALL,
+     "submit_sub(fn, *args): one task for any idle sub worker."},
+    {"submit_sub_group", (PyCFunction)orch_submit_sub_group, METH_VARARGS,
+     "submit_sub_group(fn, members): one task run by len(members) sub workers at once; "
+     "members[i] is member i's argument sequence."},
+    {"submit_next_level", (PyCFunction)(void (*)(void))orch_submit_next_level,
+     METH_VARARGS | METH_KEYWORDS,
+     "submit_next_level(prog, *args, worker=0, block_dim=0): one task for a chip."},
+    {"submit_next_level_group", (PyCFunction)(void (*)(void))orch_submit_next_level_group,
+     METH_VARARGS | METH_KEYWORDS,
+     "submit_next_level_group(prog, members, workers=[...], block_dim=0)."},
+    {"alloc", (PyCFunction)(void (*)(void))orch_alloc, METH_VARARGS | METH_KEYWORDS,
+     "alloc(shape, dtype=float): runtime memory of this run (a strata.Tensor)."},
+    {"scope", (PyCFunction)orch_scope, METH_NOARGS,
+     "scope(): a with-block bounding the lifetime of runtime memory."},
+    {NULL},
+};
+
+static PyGetSetDef orch_getset[] = {
+    {"run_id", (getter)orch_run_id, NULL, "the id of the run being built", NULL},
+    {NULL},
+};
+
+PyTypeObject SpyOrch_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "strata.Orch",
+    .tp_basicsize = sizeof(SpyOrch),
+    .tp_dealloc = (destructor)orch_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_methods = orch_methods,
+    .tp_getset = orch_getset,
+    .tp_doc = "The graph builder handed to an orchestration function (valid during the call).",
+};
+
+/* ---- Scope -------------------------------------------------------------- */
+
+static void scope_dealloc(SpyScope *self) {
+    Py_XDECREF(self->orch);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *scope_enter(SpyScope *self, PyObject *unused) {
+    if (orch_live(self->orch) < 0)
+        return NULL;
+    if (self->open)
+        return PyErr_Format(PyExc_RuntimeError, "strata: a scope entered twice");
+    int rc = strata_orch_scope_begin(self->orch->o);
+    if (rc != STRATA_OK)
+        return spy_raise(rc, NULL);
+    self->open = 1;
+    Py_INCREF(self);
+    return (PyObject *)self;
+}
+
+static PyObject *scope_exit(SpyScope *self, PyObject *args) {
+    if (!self->open)
+        Py_RETURN_FALSE;
+    self->open = 0;
+    if (orch_live(self->orch) < 0)
+        return NULL;
+    int rc = strata_orch_scope_end(self->orch->o);
+    if (rc != STRATA_OK && !PyErr_Occurred())
+        return spy_raise(rc, NULL);
+    Py_RETURN_FALSE;
+}
+
+static PyMethodDef scope_methods[] = {
+    {"__enter__", (PyCFunction)scope_enter, METH_NOARGS, NULL},
+    {"__exit__", (PyCFunction)scope_exit, METH_VARARGS, NULL},
+    {NULL},
+};
+
+static PyTypeObject SpyScope_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "strata.Scope",
+    .tp_basicsize = sizeof(SpyScope),
+    .tp_dealloc = (destructor)scope_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_methods = scope_methods,
+    .tp_doc = "with o.scope(): ... (strata_orch_scope_begin / _end)",
+};
+
+/* ---- Run ---------------------------------------------------------------- */
+
+typedef struct {
+    PyObject_HEAD strata_run *run;
+    PyObject *worker;
+    PyObject *keep; /* released once the run is seen finished */
+} SpyRun;
+
+/* Waits for the run with the GIL released, in slices so a signal (Ctrl-C)
+ * raises in the waiting thread. Returns the wait's status, or 1 with an
+ * exception set (a signal). deadline: CLOCK_MONOTONIC ns, UINT64_MAX for none. */
+static int run_wait_slices(strata_run *run, uint64_t deadline) {
+    const uint64_t slice = 50ull * 1000 * 1000;
+    for (;;) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        uint64_t now = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+        uint64_t until = deadline - now < slice || deadline <= now ? deadline : now + slice;
+        int rc;
+        Py_BEGIN_ALLOW_THREADS rc = strata_run_wait_until(run, until);
+        Py_END_ALLOW_THREADS if (rc != STRATA_ETIMEDOUT || until == deadline) return rc;
+        if (PyErr_CheckSignals() < 0)
+            return 1;
+    }
+}
+
+/* Blocks until the run is finished, whatever signals arrive (the run's
+ * memory must outlive it). */
+static void run_finish(strata_run *run) {
+    Py_BEGIN_ALLOW_THREADS strata_run_wait(run, STRATA_WAIT_FOREVER);
+    Py_END_ALLOW_THREADS
+}
+
+static void run_dealloc(SpyRun *self) {
+    if (self->run) {
+        if (!strata_run_done(self->run))
+            run_finish(self->run);
+        strata_run_release(self->run);
+    }
+    Py_XDECREF(self->keep);
+    Py_XDECREF(self->worker);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *run_raise(SpyRun *self, int rc) {
+    const char *e = strata_run_error(self->run);
+    return spy_raise(rc, e && *e ? e : NULL);
+}
+
+static PyObject *run_wait(SpyRun *self, PyObject *args, PyObject *kw) {
+    static char *names[] = {"timeout", NULL};
+    PyObject *timeout = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|O:wait", names, &timeout))
+        return NULL;
+    uint64_t deadline = UINT64_MAX;
+    if (timeout != Py_None) {
+        double s = PyFloat_AsDouble(timeout);
+        if (s == -1.0 && PyErr_Occurred())
+            return NULL;
+        if (s < 0)
+            s = 0;
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        deadline = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec + (uint64_t)(s * 1e9);
+    }
+    int rc;
+    if (strata_run_done(self->run))
+        rc = strata_run_status(self->run);
+    else
+        rc = run_wait_slices(self->run, deadline);
+    if (rc == 1)
+        return NULL; /* the signal's exception */
+    if (rc == STRATA_ETIMEDOUT && !strata_run_done(self->run))
+        return PyErr_Format(spy_error_class(STRATA_ETIMEDOUT),
+                            "strata.Run.wait: run %llu not finished after %R s",
+                            (unsigned long long)strata_run_id(self->run), timeout);
+    Py_CLEAR(self->keep);
+    if (rc != STRATA_OK)
+        return run_raise(self, rc);
+    Py_RETURN_NONE;
+}
+
+static PyObject *run_done(SpyRun *self, PyObject *u) {
+    int d = strata_run_done(self->run);
+    if (d)
+        Py_CLEAR(self->keep);
+    return PyBool_FromLong(d);
+}
+
+static PyObject *run_error(SpyRun *self, PyObject *u) {
+    const char *e = strata_run_error(self->run);
+    if (!e || !*e)
+        Py_RETURN_NONE;
+    return PyUnicode_DecodeUTF8(e, (Py_ssize_t)strlen(e), "replace");
+}
+
+static PyObject *run_get_status(SpyRun *self, void *u) {
+    return PyLong_FromLong(strata_run_status(self->run));
+}
+static PyObject *run_get_id(SpyRun *self, void *u) {
+    return PyLong_FromUnsignedLongLong(strata_run_id(self->run));
+}
+
+static PyMethodDef run_methods[] = {
+    {"wait", (PyCFunction)(void (*)(void))run_wait, METH_VARARGS | METH_KEYWORDS,
+     "wait(timeout=None): until finished; raises the run's error (strata.Timeout on timeout)."},
+    {"done", (PyCFunction)run_done, METH_NOARGS, "True once finished (completed or failed)."},
+    {"error", (PyCFunction)run_error, METH_NOARGS, "The run's first error text, or None."},
+    {NULL},
+};
+
+static PyGetSetDef run_getset[] = {
+    {"status", (getter)run_get_status, NULL, "0 while running or completed, else the status", NULL},
+    {"id", (getter)run_get_id, NULL, "the run id", NULL},
+    {NULL},
+};
+
+PyTypeObject SpyRun_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "strata.Run",
+    .tp_basicsize = sizeof(SpyRun),
+    .tp_dealloc = (destructor)run_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_methods = run_methods,
+    .tp_getset = run_getset,
+    .tp_doc = "A submitted run: wait(), done(), error(), status, id.",
+};
+
+/* ---- submit ------------------------------------------------------------- */
+
+typedef struct {
+    PyObject *fn;
+    SpyOrch *orch;
+    PyObject *exc_type, *exc_value, *exc_tb; /* what the function raised */
+} submit_ctx;
+
+static int orch_trampoline(strata_orch *o, void *arg) {
+    submit_ctx *c = arg;
+    PyGILState_STATE g = spy_gil_take();
+    c->orch->o = o;
+    PyObject *r = PyObject_CallOneArg(c->fn, (PyObject *)c->orch);
+    c->orch->o = NULL;
+    int rc = STRATA_OK;
+    if (!r) {
+        PyErr_Fetch(&c->exc_type, &c->exc_value, &c->exc_tb);
+        rc = STRATA_ETASK;
+    }
+    Py_XDECREF(r);
+    PyGILState_Release(g);
+    return rc;
+}
+
+PyObject *spy_worker_submit(SpyWorker *self, PyObject *fn) {
+    if (!PyCallable_Check(fn))
+        return PyErr_Format(PyExc_TypeError, "strata: submit(orch): %R is not callable", fn);
+    if (spy_worker_ensure_init(self) < 0)
+        return NULL;
+    SpyOrch *orch = PyObject_New(SpyOrch, &SpyOrch_Type);
+    if (!orch)
+        return NULL;
+    orch->o = NULL;
+    Py_INCREF(self);
+    orch->worker = self;
+    orch->keep = PyList_New(0);
+    if (!orch->keep) {
+        Py_DECREF(orch);
+        return NULL;
+    }
+    submit_ctx c = {fn, orch, NULL, NULL, NULL};
+    strata_run *run = NULL;
+    strata_worker *w = self->w;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS rc = strata_worker_submit(w, orch_trampoline, &c, &run);
+    Py_END_ALLOW_THREADS;
+    if (c.exc_type) { /* the function raised: that is the error, once its run drained */
+        if (run) {
+            run_finish(run);
+            strata_run_release(run);
+        }
+        Py_DECREF(orch);
+        PyErr_Restore(c.exc_type, c.exc_value, c.exc_tb);
+        return NULL;
+    }
+    if (rc != STRATA_OK) {
+        Py_DECREF(orch);
+        return spy_raise(rc, NULL);
+    }
+    SpyRun *r = PyObject_New(SpyRun, &SpyRun_Type);
+    if (!r) {
+        run_finish(run);
+        strata_run_release(run);
+        Py_DECREF(orch);
+        return NULL;
+    }
+    r->run = run;
+    Py_INCREF(self);
+    r->worker = (PyObject *)self;
+    r->keep = orch->keep;
+    orch->keep = NULL;
+    Py_DECREF(orch);
+    return (PyObject *)r;
+}
+
+int spy_orch_init_types(PyObject *module) {
+    if (PyType_Ready(&SpyOrch_Type) < 0 || PyType_Ready(&SpyScope_Type) < 0 ||
+        PyType_Ready(&SpyRun_Type) < 0)
+        return -1;
+    Py_INCREF(&SpyOrch_Type);
+    Py_INCREF(&SpyRun_Type);
+    if (PyModule_AddObject(module, "Orch", (PyObject *)&SpyOrch_Type) < 0 ||
+        PyModule_AddObject(module, "Run", (PyObject *)&SpyRun_Type) < 0)
+        return -1;
+    return 0;
+}

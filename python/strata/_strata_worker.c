@@ -1,0 +1,312 @@
+/* python/strata/_strata_worker.c - the Worker type.
+ *
+ * Owns: a strata_worker's lifetime from Python (config by keyword, lazy
+ * init with the fork handlers armed and the GIL held, close and destroy
+ * with the GIL released so sub workers can finish), Worker.array, the
+ * registration of sub functions and the lookup of a callable's id.
+ * Must never: call into strata while holding the GIL where a strata thread
+ * may need it to finish (close, destroy, waits), or fork without the GIL.
+ */
+#include "_strata.h"
+
+#include <string.h>
+
+static int parse_mode(PyObject *v, strata_host_mode *out, const char *what) {
+    if (!v || v == Py_None)
+        return 0;
+    if (PyUnicode_Check(v)) {
+        if (PyUnicode_CompareWithASCIIString(v, "thread") == 0) {
+            *out = STRATA_HOST_THREAD;
+            return 0;
+        }
+        if (PyUnicode_CompareWithASCIIString(v, "process") == 0) {
+            *out = STRATA_HOST_PROCESS;
+            return 0;
+        }
+    }
+    PyErr_Format(PyExc_ValueError, "strata: %s must be \"thread\" or \"process\", not %R", what, v);
+    return -1;
+}
+
+static int get_u64(PyObject *v, const char *name, uint64_t max, uint64_t *out) {
+    if (!v || v == Py_None)
+        return 0;
+    if (!PyLong_Check(v)) {
+        PyErr_Format(PyExc_TypeError, "strata.Worker: %s must be an int, not %.100s", name,
+                     Py_TYPE(v)->tp_name);
+        return -1;
+    }
+    unsigned long long x = PyLong_AsUnsignedLongLong(v);
+    if ((x == (unsigned long long)-1 && PyErr_Occurred()) || x > max) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_ValueError, "strata.Worker: %s=%R is out of range", name, v);
+        return -1;
+    }
+    *out = x;
+    return 0;
+}
+
+static int worker_init_obj(SpyWorker *self, PyObject *args, PyObject *kw) {
+    static char *names[] = {"sub_workers",
+                            "sub_mode",
+                            "pipeline_depth",
+                            "task_window",
+                            "help_while_waiting",
+                            "level",
+                            "heap_ring_bytes",
+                            "capacity_timeout_ns",
+                            "spin_ns",
+                            "startup_timeout_ns",
+                            "shared_arena_bytes",
+                            NULL};
+    PyObject *v[11] = {0};
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|$OOOOOOOOOOO:Worker", names, &v[0], &v[1], &v[2],
+                                     &v[3], &v[4], &v[5], &v[6], &v[7], &v[8], &v[9], &v[10]))
+        return -1;
+    if (self->w) {
+        PyErr_SetString(PyExc_RuntimeError, "strata.Worker: __init__ called twice");
+        return -1;
+    }
+    strata_worker_config cfg;
+    strata_worker_config_init(&cfg);
+    uint64_t x;
+    x = cfg.sub_workers;
+    if (get_u64(v[0], "sub_workers", UINT32_MAX, &x) < 0)
+        return -1;
+    cfg.sub_workers = (uint32_t)x;
+    if (parse_mode(v[1], &cfg.sub_mode, "sub_mode") < 0)
+        return -1;
+    x = cfg.pipeline_depth;
+    if (get_u64(v[2], "pipeline_depth", UINT32_MAX, &x) < 0)
+        return -1;
+    cfg.pipeline_depth = (uint32_t)x;
+    x = cfg.task_window;
+    if (get_u64(v[3], "task_window", UINT32_MAX, &x) < 0)
+        return -1;
+    cfg.task_window = (uint32_t)x;
+    if (v[4] && v[4] != Py_None) {
+        int t = PyObject_IsTrue(v[4]);
+        if (t < 0)
+            return -1;
+        cfg.help_while_waiting = t;
+    }
+    x = (uint64_t)cfg.level;
+    if (get_u64(v[5], "level", 1000, &x) < 0)
+        return -1;
+    cfg.level = (int)x;
+    if (get_u64(v[6], "heap_ring_bytes", UINT64_MAX, &cfg.heap_ring_bytes) < 0 ||
+        get_u64(v[7], "capacity_timeout_ns", UINT64_MAX, &cfg.capacity_timeout_ns) < 0)
+        return -1;
+    x = cfg.spin_ns;
+    if (get_u64(v[8], "spin_ns", UINT32_MAX, &x) < 0)
+        return -1;
+    cfg.spin_ns = (uint32_t)x;
+    if (get_u64(v[9], "startup_timeout_ns", UINT64_MAX, &cfg.startup_timeout_ns) < 0 ||
+        get_u64(v[10], "shared_arena_bytes", UINT64_MAX, &cfg.shared_arena_bytes) < 0)
+        return -1;
+    int rc = strata_worker_create(&cfg, &self->w);
+    if (rc != STRATA_OK) {
+        spy_raise(rc, NULL);
+        return -1;
+    }
+    self->mode = cfg.sub_mode;
+    if (spy_worker_slot(&self->slot) < 0)
+        return -1;
+    self->callables = PyDict_New();
+    return self->callables ? 0 : -1;
+}
+
+static int check_open(SpyWorker *self) {
+    if (!self->w) {
+        PyErr_SetString(spy_error_class(STRATA_ECLOSED), "strata.Worker: the worker was closed");
+        return -1;
+    }
+    return 0;
+}
+
+int spy_worker_ensure_init(SpyWorker *self) {
+    if (check_open(self) < 0)
+        return -1;
+    if (self->initialized)
+        return 0;
+    /* The GIL stays held: a process child is forked in here, and its one
+     * thread must be the one holding the interpreter (_strata_fork.c). */
+    int rc = spy_with_fork_hooks(strata_worker_init, self->w);
+    if (rc != STRATA_OK) {
+        spy_raise(rc, NULL);
+        return -1;
+    }
+    self->initialized = 1;
+    return 0;
+}
+
+static void shut(SpyWorker *self) {
+    strata_worker *w = self->w;
+    if (!w)
+        return;
+    self->w = NULL;
+    self->closed = 1;
+    Py_BEGIN_ALLOW_THREADS strata_worker_close(w);
+    strata_worker_destroy(w);
+    Py_END_ALLOW_THREADS
+}
+
+static void worker_dealloc(SpyWorker *self) {
+    shut(self);
+    Py_XDECREF(self->callables);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *worker_init_method(SpyWorker *self, PyObject *unused) {
+    if (spy_worker_ensure_init(self) < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *worker_abort(SpyWorker *self, PyObject *unused) {
+    spy_worker_abort(self->slot);
+    Py_RETURN_NONE;
+}
+
+static PyObject *worker_close(SpyWorker *self, PyObject *unused) {
+    shut(self);
+    Py_RETURN_NONE;
+}
+
+static PyObject *worker_array(SpyWorker *self, PyObject *args, PyObject *kw) {
+    static char *names[] = {"shape", "dtype", NULL};
+    PyObject *shape, *dtype = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|O:array", names, &shape, &dtype))
+        return NULL;
+    if (check_open(self) < 0)
+        return NULL;
+    PyObject *dt = dtype ? dtype : (PyObject *)&PyFloat_Type;
+    return spy_buffer_array((PyObject *)self, self->w, shape, dt);
+}
+
+/* _register(fn, name, kind, revivable): kind 0 = sub function. */
+static PyObject *worker_register(SpyWorker *self, PyObject *args) {
+    PyObject *fn, *name, *revivable;
+    int kind;
+    if (!PyArg_ParseTuple(args, "OUiO:_register", &fn, &name, &kind, &revivable))
+        return NULL;
+    if (check_open(self) < 0)
+        return NULL;
+    if (!PyCallable_Check(fn))
+        return PyErr_Format(PyExc_TypeError, "strata: register: %R is not callable", fn);
+    const char *cname = PyUnicode_AsUTF8(name);
+    if (!cname)
+        return NULL;
+    uint32_t index;
+    if (spy_callables_add(fn, revivable == Py_None ? NULL : revivable, self->slot, &index) < 0)
+        return NULL;
+    strata_callable id = -1;
+    int rc;
+    if (kind != 0)
+        return PyErr_Format(PyExc_ValueError, "strata: unknown callable kind %d", kind);
+    Py_BEGIN_ALLOW_THREADS rc = strata_worker_register_sub(self->w, cname, spy_sub_trampoline,
+                                                           (void *)(uintptr_t)index, &id);
+    Py_END_ALLOW_THREADS if (rc != STRATA_OK) return spy_raise(rc, NULL);
+    SpyCallable *c = PyObject_New(SpyCallable, &SpyCallable_Type);
+    if (!c)
+        return NULL;
+    Py_INCREF(fn);
+    c->fn = fn;
+    Py_INCREF(name);
+    c->name = name;
+    c->worker = (PyObject *)self;
+    c->id = id;
+    c->kind = kind;
+    if (PyDict_SetItem(self->callables, fn, (PyObject *)c) < 0) {
+        Py_DECREF(c);
+        return NULL;
+    }
+    return (PyObject *)c;
+}
+
+int spy_callable_id(SpyWorker *self, PyObject *fn, int kind, strata_callable *out) {
+    PyObject *c = fn;
+    if (!Py_IS_TYPE(fn, &SpyCallable_Type)) {
+        c = PyDict_GetItemWithError(self->callables, fn);
+        if (!c) {
+            if (!PyErr_Occurred())
+                PyErr_Format(PyExc_ValueError,
+                             "strata: %R is not registered with this Worker (use w.sub / "
+                             "w.register_sub first)",
+                             fn);
+            return -1;
+        }
+    }
+    SpyCallable *sc = (SpyCallable *)c;
+    if (sc->worker != (PyObject *)self) {
+        PyErr_Format(PyExc_ValueError, "strata: %R is registered with another Worker", fn);
+        return -1;
+    }
+    if (sc->kind != kind) {
+        PyErr_Format(PyExc_TypeError, "strata: %R is a %s, not a %s", fn,
+                     sc->kind ? "chip program" : "sub function",
+                     kind ? "chip program" : "sub function");
+        return -1;
+    }
+    *out = sc->id;
+    return 0;
+}
+
+static PyObject *worker_submit(SpyWorker *self, PyObject *orch) {
+    return spy_worker_submit(self, orch);
+}
+
+static PyObject *get_initialized(SpyWorker *self, void *u) {
+    return PyBool_FromLong(self->initialized && self->w);
+}
+static PyObject *get_closed(SpyWorker *self, void *u) {
+    return PyBool_FromLong(self->closed);
+}
+static PyObject *get_sub_slots(SpyWorker *self, void *u) {
+    return PyLong_FromUnsignedLong(self->w ? strata_worker_sub_slots(self->w) : 0);
+}
+static PyObject *get_sub_mode(SpyWorker *self, void *u) {
+    return PyUnicode_FromString(self->mode == STRATA_HOST_PROCESS ? "process" : "thread");
+}
+
+static PyGetSetDef worker_getset[] = {
+    {"initialized", (getter)get_initialized, NULL, "True once started (and not closed)", NULL},
+    {"closed", (getter)get_closed, NULL, "True once closed", NULL},
+    {"sub_slots", (getter)get_sub_slots, NULL, "distinct worker indices task bodies may see", NULL},
+    {"sub_mode", (getter)get_sub_mode, NULL, "\"thread\" or \"process\"", NULL},
+    {NULL},
+};
+
+static PyMethodDef worker_methods[] = {
+    {"init", (PyCFunction)worker_init_method, METH_NOARGS,
+     "Start the sub workers and chips (done by the first submit otherwise)."},
+    {"close", (PyCFunction)worker_close, METH_NOARGS,
+     "Wait for admitted runs, stop every child and free the worker. Idempotent."},
+    {"_abort", (PyCFunction)worker_abort, METH_NOARGS,
+     "Fail every task of this Worker that starts from now on (Ctrl-C)."},
+    {"array", (PyCFunction)(void (*)(void))worker_array, METH_VARARGS | METH_KEYWORDS,
+     "array(shape, dtype=float): a zeroed numpy array on memory every child sees."},
+    {"_register", (PyCFunction)worker_register, METH_VARARGS, NULL},
+    {"submit", (PyCFunction)worker_submit, METH_O,
+     "submit(orch): call orch(o) to build a run's graph; returns the strata.Run."},
+    {NULL},
+};
+
+PyTypeObject SpyWorker_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "strata._strata.Worker",
+    .tp_basicsize = sizeof(SpyWorker),
+    .tp_dealloc = (destructor)worker_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    .tp_methods = worker_methods,
+    .tp_getset = worker_getset,
+    .tp_init = (initproc)worker_init_obj,
+    .tp_new = PyType_GenericNew,
+    .tp_doc = "The C side of strata.Worker.",
+};
+
+int spy_worker_init_types(PyObject *module) {
+    if (PyType_Ready(&SpyWorker_Type) < 0)
+        return -1;
+    Py_INCREF(&SpyWorker_Type);
+    return PyModule_AddObject(module, "Worker", (PyObject *)&SpyWorker_Type);
+}
