@@ -26,6 +26,7 @@ folder_of() {
     src/ipc/*) echo ipc ;;
     src/exec/*) echo exec ;;
     src/backends/sim/*) echo backends/sim ;;
+    python/strata/*) echo python ;;
     *) echo "" ;;
     esac
 }
@@ -41,6 +42,7 @@ allowed_from() {
     ipc) echo "public util ipc" ;;
     exec) echo "public util core chip ipc exec" ;;
     backends/sim) echo "public util backends/sim" ;;
+    python) echo "public python" ;; # the Python module: a client of the public API only
     esac
 }
 
@@ -144,7 +146,7 @@ while IFS= read -r file; do
         /^[ \t]*#[ \t]*include[ \t]*<(strata|util|core|chip|ipc|exec|backends)\// {
             s = $0; sub(/^[^<]*</, "", s); sub(/>.*/, "", s); print FNR ":" s
         }' "$file")
-done < <(find src include -type f \( -name '*.c' -o -name '*.h' \) 2>/dev/null | LC_ALL=C sort)
+done < <(find src include python/strata -type f \( -name '*.c' -o -name '*.h' \) 2>/dev/null | LC_ALL=C sort)
 
 if [ "$nfiles" -eq 0 ]; then # a wrong root must not read as a clean tree
     echo "layers: no sources under $(pwd)/src or include" >&2

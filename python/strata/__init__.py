@@ -13,6 +13,7 @@ then its scalars (int or float), then its payload (bytes), if any.
 
 import atexit as _atexit
 import marshal as _marshal
+import os as _os
 import pickle as _pickle
 import sys as _sys
 import types as _types
@@ -23,6 +24,8 @@ from ._strata import (  # noqa: F401  (re-exported)
     ABIError,
     Arg,
     Callable,
+    ChipBuffer,
+    ProgramCtx,
     Cancelled,
     CapacityError,
     Closed,
@@ -33,7 +36,12 @@ from ._strata import (  # noqa: F401  (re-exported)
     NoMemory,
     Orch,
     Poisoned,
+    MAX_GROUP,
+    MAX_PAYLOAD,
+    MAX_SCALARS,
+    MAX_TENSORS,
     Run,
+    Scope,
     Stale,
     StateError,
     TaskFailed,
@@ -54,8 +62,15 @@ from ._strata import (  # noqa: F401  (re-exported)
 
 __version__ = _strata.__version__
 
+# The sim backend's test kernel module (vector_add, gemm_tile, empty_kernel, ...):
+# next to the module when installed by pip, else the build tree's.
+SIM_TEST_KERNELS = getattr(_strata, "SIM_TEST_KERNELS", None)
+if _os.path.exists(_os.path.join(_os.path.dirname(__file__), "libstrata_test_kernels.so")):
+    SIM_TEST_KERNELS = _os.path.join(_os.path.dirname(__file__), "libstrata_test_kernels.so")
+
 __all__ = [
-    "Worker", "Run", "Orch", "Tensor", "Callable", "Arg",
+    "Worker", "Run", "Orch", "Scope", "Tensor", "Callable", "Arg", "ChipBuffer", "ProgramCtx",
+    "SIM_TEST_KERNELS", "MAX_TENSORS", "MAX_SCALARS", "MAX_PAYLOAD", "MAX_GROUP",
     "IN", "OUT", "INOUT", "OUT_EXISTING", "NO_DEP",
     "u64", "i64", "f64", "f32", "payload", "status_name",
     "Error", "InvalidArgument", "StateError", "Timeout", "TaskFailed", "EndpointError",
@@ -129,6 +144,7 @@ class Worker(_strata.Worker):
 
     def __init__(self, **config):
         super().__init__(**config)
+        self._process_children = self.sub_mode == "process"
         _live.add(self)
 
     def __enter__(self):
@@ -149,10 +165,38 @@ class Worker(_strata.Worker):
             raise TypeError(f"strata: register_sub: {fn!r} is not callable")
         if name is None:
             name = _default_name(fn)
-        revivable = None
-        if self.initialized and self.sub_mode == "process":
-            revivable = _revivable(fn)
-        return self._register(fn, name, 0, revivable)
+        return self._register(fn, name, 0, self._revivable_if_needed(fn))
+
+    def _revivable_if_needed(self, fn):
+        if self.initialized and self._process_children:
+            return _revivable(fn)
+        return None
+
+    def add_chip(self, backend="sim", host="thread", **config):
+        """Add a chip (before init); returns its worker id for submit_next_level.
+
+        config: kernel_module, device_id, sim_cores, pipeline_depth and the sim
+        knobs prepare_delay_ns, kernel_delay_ns, fault, fault_code, fault_run,
+        fault_kernel, fault_block, refuse_overlap."""
+        chip = super().add_chip(backend=backend, host=host, **config)
+        if host == "process":
+            self._process_children = True
+        return chip
+
+    def register_chip_program(self, fn, name=None):
+        """Register fn(ctx, *tensors, *scalars[, payload]) as a chip program:
+        ctx.launch(kernel, blocks, *words) enqueues kernels (a word is an int
+        or a strata.Tensor: its device address). Returns its strata.Callable."""
+        if not callable(fn):
+            raise TypeError(f"strata: register_chip_program: {fn!r} is not callable")
+        name = _default_name(fn) if name is None else name
+        return self._register(fn, name, 1, self._revivable_if_needed(fn))
+
+    def chip_program(self, fn=None, *, name=None):
+        """Decorator form of register_chip_program."""
+        if fn is None:
+            return lambda f: self.register_chip_program(f, name)
+        return self.register_chip_program(fn, name)
 
     def sub(self, fn=None, *, name=None):
         """Decorator form of register_sub: ``@w.sub`` or ``@w.sub(name=...)``."""

@@ -80,6 +80,8 @@ typedef struct {
 /* Appends the items of one member (a sequence of Python arguments) to *it;
  * a member break first when `member` > 0. 0 or -1 with an exception. */
 int spy_items_add(spy_items *it, PyObject *args, int member);
+/* The same from an array of n arguments. */
+int spy_items_add_array(spy_items *it, PyObject *const *args, Py_ssize_t n, int member);
 
 /* ---- callables (_strata_callables.c) -------------------------------------------- */
 
@@ -99,7 +101,16 @@ int spy_callables_add(PyObject *fn, PyObject *pickled, uint32_t worker, uint32_t
 /* A Worker's slot for its abort flag; 0 or -1 with an exception. */
 int spy_worker_slot(uint32_t *slot);
 /* Fails every task of the Worker in `slot` that starts from now on. */
-void spy_worker_abort(uint32_t slot);
+void spy_worker_abort(uint32_t slot); /* async-signal-safe */
+void spy_worker_abort_clear(uint32_t slot);
+/* The function of index i in this process (borrowed), reviving one
+ * registered after this process child was forked; NULL with an exception. */
+PyObject *spy_callables_lookup(uint32_t i);
+/* A task scalar as a Python int / float. */
+PyObject *spy_scalar_object(uint8_t type, uint64_t bits);
+/* The pending exception's text (its last line, then the traceback), cleared;
+ * PyMem_RawFree it. NULL if it could not be formatted. */
+char *spy_format_exception(void);
 /* The sub function trampoline registered with strata_worker_register_sub. */
 int spy_sub_trampoline(const strata_task_view *v, void *user);
 int spy_callables_init(PyObject *module);
@@ -121,6 +132,8 @@ typedef struct {
     int initialized; /* strata_worker_init done */
     int closed;
     uint32_t slot;       /* its abort flag (spy_worker_abort) */
+    int python_threads;  /* a strata thread of this process may call Python: thread-hosted
+                            subs or a chip (the GIL is released around submits) */
     PyObject *callables; /* dict: function -> Callable */
 } SpyWorker;
 extern PyTypeObject SpyWorker_Type;
@@ -136,5 +149,18 @@ PyObject *spy_worker_submit(SpyWorker *self, PyObject *orch);
 /* The callable id of fn for worker self (a Callable or a registered
  * function); -1 with TypeError / ValueError set. */
 int spy_callable_id(SpyWorker *self, PyObject *fn, int kind, strata_callable *out);
+
+/* ---- chips (_strata_chips.c) --------------------------------------------- */
+
+int spy_chips_init(PyObject *module);
+int spy_program_trampoline(strata_program_ctx *ctx, const strata_task_view *v, void *user);
+int spy_worker_register_program(SpyWorker *self, const char *name, uint32_t index,
+                                strata_callable *id);
+PyObject *spy_worker_add_chip(SpyWorker *self, PyObject *args, PyObject *kw);
+PyObject *spy_worker_chip_malloc(SpyWorker *self, PyObject *args);
+PyObject *spy_worker_chip_free(SpyWorker *self, PyObject *args);
+PyObject *spy_worker_chip_tensor(SpyWorker *self, PyObject *args, PyObject *kw);
+PyObject *spy_worker_chip_copy_to(SpyWorker *self, PyObject *args);
+PyObject *spy_worker_chip_copy_from(SpyWorker *self, PyObject *args);
 
 #endif /* STRATA_PY_MODULE_H */

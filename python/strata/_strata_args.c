@@ -297,18 +297,23 @@ static int add_one(spy_items *it, PyObject *o, Py_ssize_t pos) {
     return -1;
 }
 
-int spy_items_add(spy_items *it, PyObject *args, int member) {
-    PyObject *seq = PySequence_Fast(args, "strata: a group member's arguments must be a sequence");
-    if (!seq)
-        return -1;
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+int spy_items_add_array(spy_items *it, PyObject *const *args, Py_ssize_t n, int member) {
     int rc = room(it, (size_t)n + (member > 0));
     if (rc == 0 && member > 0) {
         memset(&it->items[it->nitems], 0, sizeof it->items[0]);
         it->items[it->nitems++].kind = STRATA_ARG_NEXT_MEMBER;
     }
     for (Py_ssize_t i = 0; rc == 0 && i < n; i++)
-        rc = add_one(it, PySequence_Fast_GET_ITEM(seq, i), i);
+        rc = add_one(it, args[i], i);
+    return rc;
+}
+
+int spy_items_add(spy_items *it, PyObject *args, int member) {
+    PyObject *seq = PySequence_Fast(args, "strata: a group member's arguments must be a sequence");
+    if (!seq)
+        return -1;
+    int rc =
+        spy_items_add_array(it, PySequence_Fast_ITEMS(seq), PySequence_Fast_GET_SIZE(seq), member);
     Py_DECREF(seq);
     return rc;
 }

@@ -71,7 +71,11 @@ int spy_worker_slot(uint32_t *slot) {
 }
 
 void spy_worker_abort(uint32_t slot) {
-    atomic_store(&aborted[slot], 1);
+    atomic_store(&aborted[slot], 1); /* lock-free: called from a signal handler too */
+}
+
+void spy_worker_abort_clear(uint32_t slot) {
+    atomic_store(&aborted[slot], 0);
 }
 
 int spy_callables_add(PyObject *fn, PyObject *pickled, uint32_t worker, uint32_t *index) {
@@ -114,7 +118,7 @@ int spy_callables_add(PyObject *fn, PyObject *pickled, uint32_t worker, uint32_t
 
 /* The function of index i in this process (borrowed), reviving one
  * registered after this child was forked. */
-static PyObject *lookup(uint32_t i) {
+PyObject *spy_callables_lookup(uint32_t i) {
     if (i < capfns && fns[i])
         return fns[i];
     if (i >= SHARED_SLOTS || shared[i].len == 0 || !revive) {
@@ -149,6 +153,26 @@ static PyObject *lookup(uint32_t i) {
 
 /* ---- the trampoline ----------------------------------------------------- */
 
+PyObject *spy_scalar_object(uint8_t type, uint64_t bits) {
+    switch (type) {
+    case STRATA_SCALAR_I64:
+        return PyLong_FromLongLong((long long)bits);
+    case STRATA_SCALAR_F64: {
+        double d;
+        memcpy(&d, &bits, sizeof d);
+        return PyFloat_FromDouble(d);
+    }
+    case STRATA_SCALAR_F32: {
+        float f;
+        uint32_t lo = (uint32_t)bits;
+        memcpy(&f, &lo, sizeof f);
+        return PyFloat_FromDouble(f);
+    }
+    default:
+        return PyLong_FromUnsignedLongLong(bits);
+    }
+}
+
 /* The task's arguments as the function receives them: its tensors in order
  * (numpy arrays over the task's memory), then its scalars, then its
  * payload (bytes), if any. */
@@ -165,31 +189,7 @@ static PyObject *call_args(const strata_task_view *v) {
         PyTuple_SET_ITEM(t, k++, a);
     }
     for (uint32_t i = 0; i < v->nscalars; i++) {
-        uint64_t bits = v->scalars[i];
-        PyObject *s = NULL;
-        switch (v->scalar_types[i]) {
-        case STRATA_SCALAR_U64:
-            s = PyLong_FromUnsignedLongLong(bits);
-            break;
-        case STRATA_SCALAR_I64:
-            s = PyLong_FromLongLong((long long)bits);
-            break;
-        case STRATA_SCALAR_F64: {
-            double d;
-            memcpy(&d, &bits, sizeof d);
-            s = PyFloat_FromDouble(d);
-            break;
-        }
-        case STRATA_SCALAR_F32: {
-            float f;
-            uint32_t lo = (uint32_t)bits;
-            memcpy(&f, &lo, sizeof f);
-            s = PyFloat_FromDouble(f);
-            break;
-        }
-        default:
-            s = PyLong_FromUnsignedLongLong(bits);
-        }
+        PyObject *s = spy_scalar_object(v->scalar_types[i], v->scalars[i]);
         if (!s)
             goto fail;
         PyTuple_SET_ITEM(t, k++, s);
@@ -206,10 +206,11 @@ fail:
     return NULL;
 }
 
-/* The pending exception as the task's error: its last line first (a long
- * traceback is cut at the end of the run's message, so the exception
- * itself must lead), then the whole traceback. Clears it. */
-static void set_task_error(void) {
+/* The pending exception as text: its last line first (a long traceback is
+ * cut at the end of the run's message, so the exception itself must lead),
+ * then the whole traceback. Clears it; the text is PyMem_RawMalloc'ed (NULL
+ * if it could not be formatted). */
+char *spy_format_exception(void) {
     PyObject *type, *value, *tb;
     PyErr_Fetch(&type, &value, &tb);
     PyErr_NormalizeException(&type, &value, &tb);
@@ -218,10 +219,9 @@ static void set_task_error(void) {
     PyObject *text = NULL;
     PyObject *mod = PyImport_ImportModule("traceback");
     if (mod) {
-        PyObject *lines =
-            PyObject_CallMethod(mod, "format_exception", "O", value ? value : Py_None);
-        PyObject *only =
-            PyObject_CallMethod(mod, "format_exception_only", "O", value ? value : Py_None);
+        PyObject *v = value ? value : Py_None;
+        PyObject *lines = PyObject_CallMethod(mod, "format_exception", "O", v);
+        PyObject *only = PyObject_CallMethod(mod, "format_exception_only", "O", v);
         PyObject *sep = PyUnicode_FromString("");
         if (lines && only && sep) {
             PyObject *a = PyUnicode_Join(sep, only);
@@ -236,13 +236,20 @@ static void set_task_error(void) {
         Py_XDECREF(sep);
         Py_DECREF(mod);
     }
+    char *out = NULL;
     const char *s = text ? PyUnicode_AsUTF8(text) : NULL;
-    strata_task_set_error("%s", s ? s : "a Python exception (its text could not be formatted)");
+    if (s) {
+        size_t n = strlen(s) + 1;
+        out = PyMem_RawMalloc(n);
+        if (out)
+            memcpy(out, s, n);
+    }
     PyErr_Clear();
     Py_XDECREF(text);
     Py_XDECREF(type);
     Py_XDECREF(value);
     Py_XDECREF(tb);
+    return out;
 }
 
 int spy_sub_trampoline(const strata_task_view *v, void *user) {
@@ -253,11 +260,13 @@ int spy_sub_trampoline(const strata_task_view *v, void *user) {
     }
     PyGILState_STATE g = spy_gil_take();
     int rc = 0;
-    PyObject *fn = lookup(i);
+    PyObject *fn = spy_callables_lookup(i);
     PyObject *args = fn ? call_args(v) : NULL;
     PyObject *r = args ? PyObject_Call(fn, args, NULL) : NULL;
     if (!r) {
-        set_task_error();
+        char *text = spy_format_exception();
+        strata_task_set_error("%s", text ? text : "a Python exception (no text)");
+        PyMem_RawFree(text);
         rc = 1;
     }
     Py_XDECREF(r);

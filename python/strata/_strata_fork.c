@@ -4,8 +4,9 @@
  * strata_worker_init (a process-hosted child): PyOS_BeforeFork, then
  * PyOS_AfterFork_Parent in the parent and PyOS_AfterFork_Child in the
  * child, whose one thread (strata's serve loop) is the thread that forked
- * and so holds the GIL from then on. Armed only on the thread inside
- * spy_with_fork_hooks, which holds the GIL.
+ * and so holds the GIL; it releases it at once, so whichever thread of the
+ * child runs a Python function takes it for the call. Armed only on the
+ * thread inside spy_with_fork_hooks, which holds the GIL.
  * Must never: act on a fork it did not arm (os.fork and subprocess run
  * their own hooks; a fork from a thread without the GIL would corrupt the
  * interpreter).
@@ -27,8 +28,14 @@ static void after_parent(void) {
 }
 
 static void after_child(void) {
-    if (armed)
-        PyOS_AfterFork_Child(); /* this thread now holds the GIL of the child's interpreter */
+    if (!armed)
+        return;
+    armed = 0;
+    PyOS_AfterFork_Child(); /* this thread now holds the GIL of the child's interpreter */
+    /* ... and lets it go: the child's serve loop is C, and the thread that
+     * runs a function there (the loop itself, or a chip's serving thread)
+     * takes the GIL for the call, as a thread of the parent does. */
+    (void)PyEval_SaveThread();
 }
 
 int spy_with_fork_hooks(int (*f)(strata_worker *), strata_worker *w) {

@@ -13,6 +13,8 @@
  */
 #include "_strata.h"
 
+#include <pthread.h>
+#include <signal.h>
 #include <string.h>
 #include <time.h>
 
@@ -46,13 +48,21 @@ static int orch_live(SpyOrch *self) {
     return 0;
 }
 
-/* Runs a submit call with the GIL released: it may wait for capacity,
- * which thread-hosted sub functions free. */
+/* Runs a submit call with the GIL released when a strata thread of this
+ * process may need it: a submit may wait for capacity, which thread-hosted
+ * sub functions (and Python chip programs) free. Process-hosted sub
+ * functions never need this process's GIL, so their submits keep it. */
 #define SUBMIT(call)                                                                               \
     do {                                                                                           \
         int rc_;                                                                                   \
-        Py_BEGIN_ALLOW_THREADS rc_ = (call);                                                       \
-        Py_END_ALLOW_THREADS if (rc_ != STRATA_OK) return spy_raise(rc_, NULL);                    \
+        if (self->worker->python_threads) {                                                        \
+            Py_BEGIN_ALLOW_THREADS rc_ = (call);                                                   \
+            Py_END_ALLOW_THREADS                                                                   \
+        } else {                                                                                   \
+            rc_ = (call);                                                                          \
+        }                                                                                          \
+        if (rc_ != STRATA_OK)                                                                      \
+            return spy_raise(rc_, NULL);                                                           \
     } while (0)
 
 static int items_start(spy_items *it, SpyOrch *self) {
@@ -72,16 +82,7 @@ static PyObject *orch_submit_sub(SpyOrch *self, PyObject *const *args, Py_ssize_
         return NULL;
     spy_items it;
     items_start(&it, self);
-    PyObject *rest = PyTuple_New(n - 1);
-    if (!rest)
-        return NULL;
-    for (Py_ssize_t i = 1; i < n; i++) {
-        Py_INCREF(args[i]);
-        PyTuple_SET_ITEM(rest, i - 1, args[i]);
-    }
-    int rc = spy_items_add(&it, rest, 0);
-    Py_DECREF(rest);
-    if (rc < 0)
+    if (spy_items_add_array(&it, args + 1, n - 1, 0) < 0)
         return NULL;
     strata_orch *o = self->o;
     SUBMIT(strata_orch_submit_sub_items(o, fn, it.items, it.nitems));
@@ -372,6 +373,70 @@ static int run_wait_slices(strata_run *run, uint64_t deadline) {
     }
 }
 
+/* ---- the unbounded wait and Ctrl-C --------------------------------------- */
+
+/* An unbounded wait is the fast one (the waiting thread collects results and
+ * runs sub tasks: help_while_waiting), but it cannot be cut into slices. On
+ * the main thread it runs with a SIGINT handler of its own in front of
+ * Python's: the first SIGINT calls Python's (KeyboardInterrupt once the wait
+ * returns) and aborts the Worker (every task that starts from then on
+ * fails at once, so the run fails and ends when its running tasks do); a
+ * second one during the same wait terminates the process (the default
+ * action: the children see their parent gone and exit). The state below is
+ * the one wait on the main thread in progress. */
+static pthread_t main_thread;
+static volatile sig_atomic_t sigint_count;
+static uint32_t sigint_slot;
+static struct sigaction sigint_prev;
+
+static void on_sigint(int sig) {
+    if (sigint_count++ > 0) {
+        signal(SIGINT, SIG_DFL);
+        raise(SIGINT);
+        return;
+    }
+    spy_worker_abort(sigint_slot);
+    if (sigint_prev.sa_flags & SA_SIGINFO)
+        sigint_prev.sa_sigaction(sig, NULL, NULL);
+    else if (sigint_prev.sa_handler != SIG_DFL && sigint_prev.sa_handler != SIG_IGN)
+        sigint_prev.sa_handler(sig);
+}
+
+/* Returns the wait's status, or 1 with KeyboardInterrupt (or the signal
+ * handler's exception) set. */
+static int run_wait_forever(strata_run *run, uint32_t slot) {
+    static int busy; /* the main thread only, under the GIL */
+    int guard = pthread_equal(pthread_self(), main_thread) && !busy;
+    if (guard) {
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_sigint;
+        sigemptyset(&sa.sa_mask);
+        sigint_count = 0;
+        sigint_slot = slot;
+        if (sigaction(SIGINT, &sa, &sigint_prev) != 0)
+            guard = 0;
+        else if (!(sigint_prev.sa_flags & SA_SIGINFO) &&
+                 (sigint_prev.sa_handler == SIG_DFL || sigint_prev.sa_handler == SIG_IGN)) {
+            sigaction(SIGINT, &sigint_prev, NULL); /* not Python's: nothing to do in front */
+            guard = 0;
+        }
+    }
+    busy |= guard;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS rc = strata_run_wait(run, STRATA_WAIT_FOREVER);
+    Py_END_ALLOW_THREADS;
+    if (guard) {
+        sigaction(SIGINT, &sigint_prev, NULL);
+        busy = 0;
+        if (sigint_count)
+            spy_worker_abort_clear(slot); /* this run took the abort; later ones may run */
+    }
+    if (PyErr_CheckSignals() < 0)
+        return 1;
+    return rc;
+}
+
 /* Blocks until the run is finished, whatever signals arrive (the run's
  * memory must outlive it). */
 static void run_finish(strata_run *run) {
@@ -414,6 +479,8 @@ static PyObject *run_wait(SpyRun *self, PyObject *args, PyObject *kw) {
     int rc;
     if (strata_run_done(self->run))
         rc = strata_run_status(self->run);
+    else if (deadline == UINT64_MAX)
+        rc = run_wait_forever(self->run, ((SpyWorker *)self->worker)->slot);
     else
         rc = run_wait_slices(self->run, deadline);
     if (rc == 1)
@@ -549,11 +616,15 @@ PyObject *spy_worker_submit(SpyWorker *self, PyObject *fn) {
 }
 
 int spy_orch_init_types(PyObject *module) {
+    main_thread = pthread_self(); /* the module is imported on the main thread */
     if (PyType_Ready(&SpyOrch_Type) < 0 || PyType_Ready(&SpyScope_Type) < 0 ||
         PyType_Ready(&SpyRun_Type) < 0)
         return -1;
     Py_INCREF(&SpyOrch_Type);
     Py_INCREF(&SpyRun_Type);
+    Py_INCREF(&SpyScope_Type);
+    if (PyModule_AddObject(module, "Scope", (PyObject *)&SpyScope_Type) < 0)
+        return -1;
     if (PyModule_AddObject(module, "Orch", (PyObject *)&SpyOrch_Type) < 0 ||
         PyModule_AddObject(module, "Run", (PyObject *)&SpyRun_Type) < 0)
         return -1;

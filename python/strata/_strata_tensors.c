@@ -185,6 +185,10 @@ static PyObject *tensor_device(SpyTensor *self, void *unused) {
     return PyBool_FromLong(self->t.mem == STRATA_MEM_DEVICE);
 }
 
+static PyObject *tensor_ptr(SpyTensor *self, void *unused) {
+    return PyLong_FromUnsignedLongLong((uint64_t)(uintptr_t)strata_tensor_data(&self->t));
+}
+
 static PyObject *tensor_repr(SpyTensor *self) {
     PyObject *shape = tensor_shape(self, NULL);
     PyObject *dt = tensor_dtype(self, NULL);
@@ -201,6 +205,7 @@ static PyGetSetDef tensor_getset[] = {
     {"dtype", (getter)tensor_dtype, NULL, "numpy dtype of the elements", NULL},
     {"nbytes", (getter)tensor_nbytes, NULL, "bytes the view spans (elements x size)", NULL},
     {"device", (getter)tensor_device, NULL, "True for chip device memory", NULL},
+    {"ptr", (getter)tensor_ptr, NULL, "address of element [0, ...] (a kernel argument word)", NULL},
     {NULL},
 };
 

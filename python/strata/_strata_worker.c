@@ -110,6 +110,7 @@ static int worker_init_obj(SpyWorker *self, PyObject *args, PyObject *kw) {
         return -1;
     }
     self->mode = cfg.sub_mode;
+    self->python_threads = cfg.sub_mode == STRATA_HOST_THREAD;
     if (spy_worker_slot(&self->slot) < 0)
         return -1;
     self->callables = PyDict_New();
@@ -198,15 +199,21 @@ static PyObject *worker_register(SpyWorker *self, PyObject *args) {
     if (!cname)
         return NULL;
     uint32_t index;
+    if (kind != 0 && kind != 1)
+        return PyErr_Format(PyExc_ValueError, "strata: unknown callable kind %d", kind);
     if (spy_callables_add(fn, revivable == Py_None ? NULL : revivable, self->slot, &index) < 0)
         return NULL;
     strata_callable id = -1;
     int rc;
-    if (kind != 0)
-        return PyErr_Format(PyExc_ValueError, "strata: unknown callable kind %d", kind);
-    Py_BEGIN_ALLOW_THREADS rc = strata_worker_register_sub(self->w, cname, spy_sub_trampoline,
-                                                           (void *)(uintptr_t)index, &id);
-    Py_END_ALLOW_THREADS if (rc != STRATA_OK) return spy_raise(rc, NULL);
+    if (kind == 1) {
+        rc = spy_worker_register_program(self, cname, index, &id);
+    } else {
+        Py_BEGIN_ALLOW_THREADS rc = strata_worker_register_sub(self->w, cname, spy_sub_trampoline,
+                                                               (void *)(uintptr_t)index, &id);
+        Py_END_ALLOW_THREADS
+    }
+    if (rc != STRATA_OK)
+        return spy_raise(rc, NULL);
     SpyCallable *c = PyObject_New(SpyCallable, &SpyCallable_Type);
     if (!c)
         return NULL;
@@ -287,6 +294,19 @@ static PyMethodDef worker_methods[] = {
     {"array", (PyCFunction)(void (*)(void))worker_array, METH_VARARGS | METH_KEYWORDS,
      "array(shape, dtype=float): a zeroed numpy array on memory every child sees."},
     {"_register", (PyCFunction)worker_register, METH_VARARGS, NULL},
+    {"add_chip", (PyCFunction)(void (*)(void))spy_worker_add_chip, METH_VARARGS | METH_KEYWORDS,
+     "add_chip(backend=\"sim\", host=\"thread\", kernel_module=None, device_id=0, "
+     "sim_cores=2, pipeline_depth=0, **sim knobs): before init; returns the chip's worker id."},
+    {"chip_malloc", (PyCFunction)spy_worker_chip_malloc, METH_VARARGS,
+     "chip_malloc(chip, nbytes): device memory of a chip (a ChipBuffer)."},
+    {"chip_free", (PyCFunction)spy_worker_chip_free, METH_VARARGS, "chip_free(chip, dev)."},
+    {"chip_tensor", (PyCFunction)(void (*)(void))spy_worker_chip_tensor,
+     METH_VARARGS | METH_KEYWORDS,
+     "chip_tensor(dev, shape, dtype=float, offset=0): a row-major view of device memory."},
+    {"chip_copy_to", (PyCFunction)spy_worker_chip_copy_to, METH_VARARGS,
+     "chip_copy_to(chip, dev, array, offset=0): host array -> device (synchronous)."},
+    {"chip_copy_from", (PyCFunction)spy_worker_chip_copy_from, METH_VARARGS,
+     "chip_copy_from(chip, array, dev, offset=0): device -> host array (synchronous)."},
     {"submit", (PyCFunction)worker_submit, METH_O,
      "submit(orch): call orch(o) to build a run's graph; returns the strata.Run."},
     {NULL},
