@@ -295,6 +295,8 @@ stage_coverage() {
     banner "coverage"
     start=$SECONDS # lcov is there: the deps stage requires it
     # Counts add up across runs: start from zero so the figures are this run's.
+    # The Python suite runs here too (its extension carries the same
+    # instrumentation, and forked sub workers dump their counts before _exit).
     find "$dir" -name '*.gcda' -delete
     run_ctest "$dir" --no-tests=error
     rc=$?

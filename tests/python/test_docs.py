@@ -15,7 +15,7 @@ import pytest
 
 from conftest import ROOT, need_strata
 
-need_strata()
+strata = need_strata()
 
 GUIDE = ROOT / "docs" / "python.md"
 
@@ -35,6 +35,10 @@ def test_the_guide_has_examples():
 
 @pytest.mark.parametrize("code", python_blocks())
 def test_guide_example_runs(code, tmp_path):
+    # The block runs elsewhere: it finds the module this test imported.
+    here = os.path.dirname(os.path.dirname(os.path.abspath(strata.__file__)))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [here] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
     p = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
-                       text=True, timeout=300, env=os.environ.copy())
+                       text=True, timeout=300, env=env)
     assert p.returncode == 0, f"stdout:\n{p.stdout}\nstderr:\n{p.stderr}"

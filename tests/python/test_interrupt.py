@@ -16,7 +16,7 @@ import pytest
 
 from conftest import alive, child_pids, need_strata, shm_names
 
-need_strata()
+strata = need_strata()
 
 PROGRAM = textwrap.dedent("""
     import sys, time
@@ -51,7 +51,8 @@ def interrupt(ntasks, seconds, within):
     before = shm_names()
     p = subprocess.Popen([sys.executable, "-c", PROGRAM, str(ntasks), str(seconds)],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         env=os.environ.copy())
+                         env=dict(os.environ, PYTHONPATH=os.path.dirname(
+                             os.path.dirname(os.path.abspath(strata.__file__)))))
     try:
         line = p.stdout.readline()
         assert line.strip() == "running", (line, p.stderr.read() if p.poll() is not None else "")
