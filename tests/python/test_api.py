@@ -310,3 +310,23 @@ def test_a_plain_local_function_after_init_reaches_process_children():
         cb = w.register_sub(local)
         w.run(lambda o: o.submit_sub(cb, strata.OUT_EXISTING(a)))
         assert list(a) == [9, 9]
+
+
+def test_the_orch_object_is_refused_after_its_call():
+    with strata.Worker(sub_workers=1) as w:
+        cb = w.register_sub(fill)
+        a = w.array((2,), np.int32)
+        kept = []
+        w.run(lambda o: kept.append(o))
+        with pytest.raises(strata.StateError):
+            kept[0].submit_sub(cb, strata.OUT_EXISTING(a), 1)
+        assert list(a) == [0, 0]
+
+
+def test_worker_close_is_idempotent_and_reports_closed():
+    w = strata.Worker(sub_workers=1)
+    w.init()
+    assert w.initialized and not w.closed
+    w.close()
+    w.close()
+    assert w.closed
