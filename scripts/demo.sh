@@ -29,6 +29,10 @@ DEMOS=(demo "l3_two_chips --host thread" "l3_two_chips --host process")
 TRACED_DEMO="l3_two_chips --host process"
 DRAW_OPTIONS=(--edges --width 1600 --height 800)
 
+# Then the Python demo (examples/python/<name>.py, on the module the build
+# made: tiled numpy matrix product on process-hosted sub workers, checked).
+PY_DEMOS=(tiled_matmul)
+
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD="${STRATA_BUILD_PREFIX:-$ROOT/build}"
 JOBS="${STRATA_JOBS:-2}"
@@ -47,6 +51,12 @@ for entry in "${DEMOS[@]}"; do
         exit 1
     fi
 done
+for d in "${PY_DEMOS[@]}"; do
+    if [ ! -f "$ROOT/examples/python/$d.py" ]; then
+        echo "demo.sh: examples/python/$d.py does not exist; fix PY_DEMOS at the top of $0" >&2
+        exit 1
+    fi
+done
 
 traced_found=0
 for entry in "${DEMOS[@]}"; do
@@ -58,7 +68,10 @@ if [ $traced_found = 0 ]; then
 fi
 
 echo "==> configure ($BUILD_TYPE) in $BUILD"
-cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE="$BUILD_TYPE" -DSTRATA_SANITIZE= >/dev/null
+# The Python module is built for Debian's python3 (the one with numpy), whatever
+# python3 comes first on PATH; scripts/test.sh configures the same way.
+cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE="$BUILD_TYPE" -DSTRATA_SANITIZE= \
+    -DPython3_EXECUTABLE=/usr/bin/python3 >/dev/null
 echo "==> build (-j$JOBS)"
 cmake --build "$BUILD" -j"$JOBS"
 
@@ -104,3 +117,15 @@ echo
 echo
 echo "==> trace picture (tools/strata-trace draw)"
 "$ROOT/tools/strata-trace" draw "$TRACE" -o "$PICTURE" "${DRAW_OPTIONS[@]}"
+
+for d in "${PY_DEMOS[@]}"; do
+    echo "==> run examples/python/$d.py"
+    echo
+    if [ ! -d "$BUILD/python/strata" ]; then
+        echo "demo.sh: the Python module was not built ($BUILD/python/strata is missing):" \
+            "install python3-dev and python3-numpy (scripts/deps.sh demo) and run this again" >&2
+        exit 1
+    fi
+    PYTHONPATH="$BUILD/python" /usr/bin/python3 "$ROOT/examples/python/$d.py"
+    echo
+done

@@ -6,10 +6,10 @@
 # succeed while a required package is missing.
 #
 # Usage: scripts/deps.sh [demo|test] [--check] [--with-optional]
-#   demo             what scripts/demo.sh needs: the build toolchain, and matplotlib
-#                    for the trace picture (also part of test)
-#   test             what scripts/test.sh needs (the default): the toolchain plus
-#                    cmocka, StarPU, lcov, clang and clang's libFuzzer runtime
+#   demo             what scripts/demo.sh needs: the build toolchain, Python's
+#                    headers and numpy, and matplotlib for the trace picture
+#   test             what scripts/test.sh needs (the default): those plus cmocka,
+#                    StarPU, lcov, clang and clang's libFuzzer runtime, pytest, Dask
 #   --check          only report; never install (exit 1 if something required is missing)
 #   --with-optional  also install the optional packages (clang-format) when root
 #
@@ -27,11 +27,17 @@ DEMO_PACKAGES=(build-essential cmake pkg-config libxxhash-dev)
 # trace picture with it, and the test test_strata_trace draws too; Debian's
 # package, for the tool's /usr/bin/python3.
 DEMO_PACKAGES+=(python3-matplotlib)
+# python3-dev + python3-numpy: the Python module (python/, built with the tree
+# against Debian's /usr/bin/python3) and the demo's Python example.
+DEMO_PACKAGES+=(python3-dev python3-numpy)
 # libcmocka-dev: unit tests. libstarpu-dev: the StarPU anchor of the benchmark
 # smoke stage. lcov: the coverage stage. clang + libclang-rt-dev: the libFuzzer
 # target (libclang-rt-dev is Debian's name for the default clang's compiler-rt,
 # which holds libclang_rt.fuzzer-x86_64.a; clang itself does not pull it in).
 TEST_PACKAGES=("${DEMO_PACKAGES[@]}" libcmocka-dev libstarpu-dev lcov clang libclang-rt-dev)
+# python3-pytest: the Python suite (tests/python); python3-dask: the Dask
+# anchor of bench/bench_python.py (the ProcessPoolExecutor one is stdlib).
+TEST_PACKAGES+=(python3-pytest python3-dask)
 # clang-format only matters to contributors (the repo's .clang-format).
 OPTIONAL_PACKAGES=(clang-format)
 
@@ -96,6 +102,14 @@ check_without_dpkg() {
         pkg-config --exists starpu-1.3 || # the module bench/CMakeLists.txt looks for
             { say "missing library: StarPU (pkg-config starpu-1.3)"; bad=1; }
     fi
+    local mod mods="numpy"
+    [ "$purpose" = demo ] || mods="numpy pytest dask"
+    for mod in $mods; do
+        if ! /usr/bin/python3 -c "import $mod" 2>/dev/null; then
+            say "missing Python module for /usr/bin/python3: $mod"
+            bad=1
+        fi
+    done
     if [ "$purpose" = test ] && command -v clang >/dev/null 2>&1; then
         # clang prints the bare name back when it has no such file.
         case "$(clang -print-file-name="libclang_rt.fuzzer-$(uname -m).a")" in
