@@ -30,9 +30,15 @@
 
 /* ---- consumption and references ------------------------------------------ */
 
-static void free_member_arrays(st_slot *s) {
-    if (s->args != st_slot_inline_args(s))
+static void free_member_arrays(strata_worker *w, st_slot *s) {
+    if (s->args_bytes && s->args_bytes <= ST_SPARE_ARGS_MAX && w->slots.keep_spares) {
+        st_free(s->spare_args); /* the current block is never the smaller: keep it */
+        s->spare_args = s->args;
+        s->spare_bytes = s->args_bytes;
+    } else if (s->args != st_slot_inline_args(s)) {
         st_free(s->args);
+    }
+    s->args_bytes = 0;
     if (s->targets != &s->inline_target)
         st_free(s->targets);
     if (s->member_state != &s->inline_member)
@@ -50,7 +56,7 @@ static void consume(strata_worker *w, st_slot *s) {
         s->has_heap = 0;
         wake = w->heap_waiters;
     }
-    free_member_arrays(s);
+    free_member_arrays(w, s);
     st_run *r = s->run;
     st_run_unlink_slot(r, s);
     s->run = NULL;

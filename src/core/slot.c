@@ -66,6 +66,14 @@ void st_reflist_init(st_reflist *l) {
     l->v = l->inl;
 }
 
+void st_reflist_clear(st_reflist *l) {
+    if (l->v != l->inl && l->cap > ST_REFLIST_KEEP) {
+        st_reflist_free(l);
+        return;
+    }
+    l->n = 0;
+}
+
 int st_reflist_push(st_reflist *l, uint64_t ref) {
     if (l->n == l->cap) {
         uint64_t *nv =
@@ -114,6 +122,7 @@ int st_slots_init(st_slot_store *st, uint32_t capacity) {
         st->free_stack[i] = capacity - 1 - i;
     }
     st->nfree = capacity;
+    st->keep_spares = 1;
     return STRATA_OK;
 }
 
@@ -122,6 +131,7 @@ void st_slots_destroy(st_slot_store *st) {
         for (uint32_t i = 0; i < st->capacity; i++) {
             st_reflist_free(&st->slots[i].consumers);
             st_reflist_free(&st->slots[i].producers);
+            st_free(st->slots[i].spare_args);
         }
     }
     st_unmap(st->slots, st->map_bytes);
@@ -158,9 +168,26 @@ void st_slots_recycle(st_slot_store *st, st_slot *s) {
     s->gen++;
     if (s->gen == 0) /* generation 0 never names a live slot */
         s->gen = 1;
-    st_reflist_free(&s->consumers);
-    st_reflist_free(&s->producers);
+    if (st->keep_spares) {
+        st_reflist_clear(&s->consumers);
+        st_reflist_clear(&s->producers);
+    } else {
+        st_reflist_free(&s->consumers);
+        st_reflist_free(&s->producers);
+    }
     st->free_stack[st->nfree++] = s->index;
+}
+
+void st_slots_set_keep_spares(st_slot_store *st, int keep) {
+    st->keep_spares = keep;
+    for (uint32_t i = 0; !keep && i < st->capacity; i++) {
+        st_slot *s = &st->slots[i];
+        st_reflist_free(&s->consumers);
+        st_reflist_free(&s->producers);
+        st_free(s->spare_args);
+        s->spare_args = NULL;
+        s->spare_bytes = 0;
+    }
 }
 
 void st_slots_give_back(st_slot_store *st, st_slot *s) {

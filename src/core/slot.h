@@ -60,6 +60,12 @@ typedef struct st_reflist {
 void st_reflist_init(st_reflist *l);
 int st_reflist_push(st_reflist *l, uint64_t ref);
 void st_reflist_free(st_reflist *l);
+/* Empty the list for the slot's next task, keeping a grown array of up to
+ * ST_REFLIST_KEEP entries: a slot reused by tasks of the same shape (a tile
+ * read by every task of the next layer) then grows its list once, not once
+ * per task. */
+#define ST_REFLIST_KEEP 64
+void st_reflist_clear(st_reflist *l);
 
 /* Group member states (single tasks are groups of one). */
 enum {
@@ -74,6 +80,9 @@ struct strata_run;
 
 /* Tensors of a single task's args stored inside the slot; more go to the heap. */
 #define ST_INLINE_TENSORS 4
+/* Largest heap block of a single task's args a slot keeps for its next task
+ * (about 31 tensors): with the default window of 4096 slots at most 16 MiB. */
+#define ST_SPARE_ARGS_MAX 4096u
 #define ST_INLINE_ARGS_BYTES                                                                       \
     (offsetof(strata_task_args, tensors) + ST_INLINE_TENSORS * sizeof(strata_tensor))
 
@@ -102,8 +111,15 @@ typedef struct st_slot {
     uint64_t visit_stamp; /* dependency collection of the submit in progress */
     strata_call_config cfg;
     strata_task_args *args; /* nmembers entries: the inline area or a heap array */
-    int32_t *targets;       /* next-level worker per member: &inline_target or heap */
-    uint8_t *member_state;  /* per member: &inline_member or heap */
+    uint32_t args_bytes;    /* bytes of args when it is a single task's heap block, else 0 */
+    uint32_t spare_bytes;   /* bytes of spare_args */
+    /* A single task's heap block kept from an earlier task of this slot (up
+     * to ST_SPARE_ARGS_MAX bytes), reused by the next one that fits: tasks
+     * with more than ST_INLINE_TENSORS tensors then cost no malloc/free
+     * each. At most one per slot, so what is kept is bounded by the window. */
+    strata_task_args *spare_args;
+    int32_t *targets;      /* next-level worker per member: &inline_target or heap */
+    uint8_t *member_state; /* per member: &inline_member or heap */
     int32_t inline_target;
     uint8_t inline_member;
     int fail_status; /* status of the failure (ETASK, EENDPOINT, ECANCELED) */
@@ -127,6 +143,11 @@ typedef struct st_slot_store {
     uint32_t capacity; /* power of two */
     uint32_t *free_stack;
     uint32_t nfree;
+    /* 1 (st_slots_init): slots keep a task's heap-stored args and grown
+     * dependency lists for their next task. 0 only in tests that count a
+     * run's allocations on a reused worker: with it, the count depends on
+     * which slots earlier runs left warm. */
+    int keep_spares;
 } st_slot_store;
 
 static inline uint64_t st_ref_of(const st_slot *s) {
@@ -141,6 +162,9 @@ st_slot *st_slots_take(st_slot_store *st);
 
 /* Return a CONSUMED slot to the free list (CONSUMED -> FREE, generation++). */
 void st_slots_recycle(st_slot_store *st, st_slot *s);
+/* keep_spares on or off; off also frees what free slots kept. For tests that
+ * count allocations; only while no task is live. */
+void st_slots_set_keep_spares(st_slot_store *st, int keep);
 
 /* Return a slot just taken and never referenced (no generation change: no
  * reference to it was ever handed out). */

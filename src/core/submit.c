@@ -37,10 +37,19 @@ int st_alloc_member_arrays(st_slot *s, int n, const strata_task_args *args0) {
     s->targets = &s->inline_target;
     s->member_state = &s->inline_member;
     s->inline_member = ST_MEMBER_WAITING;
+    s->args_bytes = 0;
     if (!args0 || (n == 1 && args0->ntensors <= ST_INLINE_TENSORS && args0->payload_bytes == 0))
         return STRATA_OK;
     size_t args_bytes = n == 1 ? single_args_bytes(args0) : sizeof(strata_task_args) * (size_t)n;
-    strata_task_args *args = st_malloc(args_bytes);
+    strata_task_args *args;
+    if (n == 1 && s->spare_args && s->spare_bytes >= args_bytes) { /* the slot's kept block */
+        args = s->spare_args;
+        args_bytes = s->spare_bytes;
+        s->spare_args = NULL;
+        s->spare_bytes = 0;
+    } else {
+        args = st_malloc(args_bytes);
+    }
     int32_t *targets = n > 1 ? st_malloc(sizeof *targets * (size_t)n) : &s->inline_target;
     uint8_t *states = n > 1 ? st_malloc((size_t)n) : &s->inline_member;
     if (!args || !targets || !states) {
@@ -57,6 +66,7 @@ int st_alloc_member_arrays(st_slot *s, int n, const strata_task_args *args0) {
         return st_fail_nomem(!args ? "the task's arguments" : "the group's member table", bytes);
     }
     s->args = args;
+    s->args_bytes = n == 1 ? (uint32_t)args_bytes : 0;
     s->targets = targets;
     s->member_state = states;
     return STRATA_OK;

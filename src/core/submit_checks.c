@@ -140,15 +140,18 @@ static int tracked_memory(const strata_task_args *a, uint32_t i) {
     return a->tags[i] != STRATA_NO_DEP && !st_needs_memory(&a->tensors[i], a->tags[i]);
 }
 
-/* 1 if argument i of a and argument j of b touch a common byte where either writes. */
-static int args_conflict(const strata_task_args *a, uint32_t i, const strata_task_args *b,
-                         uint32_t j) {
-    if (!tracked_memory(a, i) || !tracked_memory(b, j))
-        return 0;
+/* 1 if argument i of a and argument j of b touch a common byte where either
+ * writes. The tests run cheapest first: most pairs have no writer (a task
+ * reading many tiles and writing one), and most of the rest differ in buffer;
+ * only a pair that passes both pays for the footprints. */
+static inline int args_conflict(const strata_task_args *a, uint32_t i, const strata_task_args *b,
+                                uint32_t j) {
     if (!tag_writes(a->tags[i]) && !tag_writes(b->tags[j]))
         return 0;
     const strata_tensor *ti = &a->tensors[i], *tj = &b->tensors[j];
     if (memcmp(&ti->ident, &tj->ident, sizeof ti->ident) != 0)
+        return 0;
+    if (!tracked_memory(a, i) || !tracked_memory(b, j))
         return 0;
     st_footprint fi, fj;
     st_footprint_of(ti, &fi);
@@ -156,26 +159,74 @@ static int args_conflict(const strata_task_args *a, uint32_t i, const strata_tas
     return st_footprint_overlap(&fi, &fj);
 }
 
+/* Bit i set: argument i of a is tracked memory (tracked), and written (writers). */
+static void tracked_masks(const strata_task_args *a, uint64_t *tracked, uint64_t *writers) {
+    _Static_assert(STRATA_MAX_TENSORS <= 64, "one bit per tensor");
+    uint64_t t = 0, wr = 0;
+    for (uint32_t i = 0; i < a->ntensors; i++)
+        if (tracked_memory(a, i)) {
+            t |= 1ull << i;
+            wr |= (uint64_t)tag_writes(a->tags[i]) << i;
+        }
+    *tracked = t;
+    *writers = wr;
+}
+
+/* Up to this many tensors, a single task's arguments are checked pair by pair
+ * (cheapest for the common 2-4); past it, each writer against the rest (a task
+ * reading 16 tiles and writing one: 16 comparisons instead of 136). */
+#define ST_PAIRWISE_MAX_TENSORS 8
+
 /* Arguments of one task that overlap where either writes are rejected: within
  * a member, and across the members of a group (members run at the same time). */
 static int check_no_self_overlap(const strata_task_args *args, int m, const char *what) {
     const strata_task_args *a = &args[m];
-    for (uint32_t i = 0; i < a->ntensors; i++) {
+    if (m == 0 && a->ntensors <= ST_PAIRWISE_MAX_TENSORS) {
+        for (uint32_t i = 0; i < a->ntensors; i++)
+            for (uint32_t j = i + 1; j < a->ntensors; j++)
+                if (args_conflict(a, i, a, j))
+                    goto within;
+        return STRATA_OK;
+    }
+    uint64_t tracked, writers;
+    tracked_masks(a, &tracked, &writers);
+    /* Within the member: each writer against every other tracked argument, a
+     * pair of writers once (from its lower index). */
+    for (uint64_t wl = writers; wl; wl &= wl - 1) {
+        uint32_t i = (uint32_t)__builtin_ctzll(wl);
+        uint64_t others = tracked & ~(1ull << i) & ~(writers & ((1ull << i) - 1));
+        for (uint64_t jl = others; jl; jl &= jl - 1)
+            if (args_conflict(a, i, a, (uint32_t)__builtin_ctzll(jl)))
+                goto within;
+    }
+    /* Across members: each pair with a writer on either side. */
+    for (int p = 0; p < m; p++) {
+        uint64_t ptracked, pwriters;
+        tracked_masks(&args[p], &ptracked, &pwriters);
+        for (uint64_t il = tracked; il; il &= il - 1) {
+            uint32_t i = (uint32_t)__builtin_ctzll(il);
+            for (uint64_t jl = (writers >> i) & 1 ? ptracked : pwriters; jl; jl &= jl - 1) {
+                uint32_t j = (uint32_t)__builtin_ctzll(jl);
+                if (args_conflict(a, i, &args[p], j))
+                    return st_fail(STRATA_EINVAL,
+                                   "%s: member %d tensor %u overlaps member %d tensor %u and at "
+                                   "least one is written; group members run at the same time",
+                                   what, m, i, p, j);
+            }
+        }
+    }
+    return STRATA_OK;
+within:
+    /* The message names the first conflicting pair in index order, whichever
+     * loop found a conflict. */
+    for (uint32_t i = 0; i < a->ntensors; i++)
         for (uint32_t j = i + 1; j < a->ntensors; j++)
             if (args_conflict(a, i, a, j))
                 return st_fail(STRATA_EINVAL,
                                "%s: member %d tensors %u and %u overlap and at least one is "
                                "written; split the task or use disjoint views",
                                what, m, i, j);
-        for (int p = 0; p < m; p++)
-            for (uint32_t j = 0; j < args[p].ntensors; j++)
-                if (args_conflict(a, i, &args[p], j))
-                    return st_fail(STRATA_EINVAL,
-                                   "%s: member %d tensor %u overlaps member %d tensor %u and at "
-                                   "least one is written; group members run at the same time",
-                                   what, m, i, p, j);
-    }
-    return STRATA_OK;
+    return STRATA_OK; /* not reached: a conflict was found above */
 }
 
 int st_check_args(strata_task_args *args, int n, const int *targets, const char *what) {

@@ -36,6 +36,7 @@
 #include "test_support.h"
 
 #include "chip/chip_internal.h"
+#include "core/engine.h"
 #include "chip/chip_worker.h"
 #include "strata/chip.h"
 #include "util/alloc.h"
@@ -488,6 +489,7 @@ static void run_survives_every_failed_allocation(void **state) {
     (void)state;
     fx f;
     open_worker(&f, 0);
+    st_slots_set_keep_spares(&f.w->slots, 0); /* each run allocates the same: the sweep needs it */
     scenario sc = {"run", 1, only_the_run, keep_the_worker, ST_ALLOC_THIS_THREAD, 0};
     print_message("run: %llu allocations\n", (unsigned long long)sweep(&sc, &f));
     close_worker(&f);
@@ -499,6 +501,7 @@ static void run_with_a_chip_task_survives_failures_on_any_thread(void **state) {
     (void)state;
     fx f;
     open_worker(&f, 1);
+    st_slots_set_keep_spares(&f.w->slots, 0);
     scenario sc = {"run with a chip task", 1, only_the_run, keep_the_worker,
                    ST_ALLOC_ALL_THREADS,   0};
     print_message("run with a chip task: %llu allocations\n", (unsigned long long)sweep(&sc, &f));
@@ -664,8 +667,102 @@ static void sim_allocations_fail_cleanly(void **state) {
     }
 }
 
+/* ---- what slots keep for their next task ------------------------------------------------- */
+
+#define SPARE_TASKS 16
+#define SPARE_TENSORS 8 /* with the gate's, past the slot's inline storage: heap-stored args */
+
+typedef struct spare_graph {
+    strata_callable fn, gate_fn;
+    strata_tensor gate;
+    strata_tensor t[SPARE_TASKS][SPARE_TENSORS];
+    atomic_int open;
+} spare_graph;
+
+static int no_op(const strata_task_view *a, void *user) {
+    return 0;
+}
+
+/* Holds the sub worker until the orchestration function has submitted every
+ * task, so all of them are live at once and each run uses the same slots. */
+static int spare_gate(const strata_task_view *a, void *user) {
+    spare_graph *g = user;
+    while (!atomic_load(&g->open))
+        sched_yield();
+    return 0;
+}
+
+static int spare_orch(strata_orch *o, void *arg) {
+    spare_graph *g = arg;
+    atomic_store(&g->open, 0);
+    STRATA_TRY(strata_orch_sub(o, g->gate_fn, STRATA_OUT_EXISTING(g->gate)));
+    int rc = STRATA_OK;
+    for (int i = 0; i < SPARE_TASKS && rc == STRATA_OK; i++) {
+        strata_task_args a;
+        strata_args_init(&a);
+        for (int k = 0; k < SPARE_TENSORS; k++)
+            strata_args_add_tensor(&a, &g->t[i][k], k ? STRATA_IN : STRATA_INOUT);
+        strata_args_add_tensor(&a, &g->gate, STRATA_IN);
+        rc = strata_orch_submit_sub(o, g->fn, &a);
+    }
+    atomic_store(&g->open, 1);
+    return rc;
+}
+
+/* Allocations (every thread) of one run of the graph. */
+static uint64_t spare_run_allocations(strata_worker *w, spare_graph *g) {
+    st_alloc_fail_after(0, ST_ALLOC_FAIL_ONCE, ST_ALLOC_ALL_THREADS);
+    assert_ok(strata_worker_run(w, spare_orch, g));
+    st_alloc_hook_off();
+    return st_alloc_counted();
+}
+
+/* A slot keeps a single task's heap-stored arguments for its next task: the
+ * same graph run again on the same worker allocates none for them (the
+ * all_to_all pattern: every task reads more tiles than a slot holds inline). */
+static void slots_reuse_heap_arguments_for_their_next_task(void **state) {
+    (void)state;
+    for (int keep = 1; keep >= 0; keep--) {
+        strata_worker_config cfg;
+        strata_worker_config_init(&cfg);
+        cfg.sub_workers = 1;
+        strata_worker *w = NULL;
+        assert_ok(strata_worker_create(&cfg, &w));
+        spare_graph g;
+        atomic_init(&g.open, 0);
+        assert_ok(strata_worker_register_sub(w, "no_op", no_op, NULL, &g.fn));
+        assert_ok(strata_worker_register_sub(w, "gate", spare_gate, &g, &g.gate_fn));
+        assert_ok(strata_worker_init(w));
+        st_slots_set_keep_spares(&w->slots, keep);
+        strata_buffer *b[SPARE_TASKS * SPARE_TENSORS], *gb = NULL;
+        int64_t n = 4;
+        assert_ok(strata_buffer_create(w, 16, &gb));
+        assert_ok(strata_tensor_contiguous(gb, STRATA_I32, 1, &n, &g.gate));
+        for (int i = 0; i < SPARE_TASKS * SPARE_TENSORS; i++) {
+            assert_ok(strata_buffer_create(w, 16, &b[i]));
+            assert_ok(strata_tensor_contiguous(b[i], STRATA_I32, 1, &n,
+                                               &g.t[i / SPARE_TENSORS][i % SPARE_TENSORS]));
+        }
+        uint64_t first = spare_run_allocations(w, &g);
+        uint64_t second = spare_run_allocations(w, &g);
+        print_message("keep_spares %d: %llu allocations, then %llu\n", keep,
+                      (unsigned long long)first, (unsigned long long)second);
+        /* The second run takes the first run's slots; the gate (inline args)
+         * may land on one that kept a block, and one task on the gate's. */
+        if (keep)
+            assert_true(second + SPARE_TASKS - 1 <= first);
+        else
+            assert_true(second + SPARE_TASKS - 1 > first); /* each run mallocs them again */
+        for (int i = 0; i < SPARE_TASKS * SPARE_TENSORS; i++)
+            strata_buffer_destroy(b[i]);
+        strata_buffer_destroy(gb);
+        strata_worker_destroy(w);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(slots_reuse_heap_arguments_for_their_next_task),
         cmocka_unit_test(worker_lifecycle_survives_every_failed_allocation),
         cmocka_unit_test(run_survives_every_failed_allocation),
         cmocka_unit_test(run_with_a_chip_task_survives_failures_on_any_thread),

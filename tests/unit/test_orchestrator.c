@@ -913,6 +913,33 @@ static void overlapping_args_where_one_writes_are_einval_in_both_orders(void **s
     destroy(f);
 }
 
+/* A task with more tensors than are checked pair by pair: nine disjoint reads
+ * and a write, which overlaps read 3 (probe 0), touches nothing else (1), or
+ * is a second writer over the first (2). */
+static void body_many_tensors_overlap(strata_orch *o, fixture *f) {
+    for (int variant = 0; variant < 3; variant++) {
+        strata_task_args a;
+        strata_args_init(&a);
+        for (int k = 0; k < 9; k++) {
+            strata_tensor r = i32_view(f, 4 * k, 4, 1);
+            strata_args_add_tensor(&a, &r, variant == 2 && k == 5 ? STRATA_INOUT : STRATA_IN);
+        }
+        strata_tensor wr = i32_view(f, variant == 0 ? 13 : variant == 1 ? 40 : 20, 2, 1);
+        strata_args_add_tensor(&a, &wr, STRATA_OUT_EXISTING);
+        PROBE(f, strata_orch_submit_sub(o, f->t.count, &a));
+    }
+}
+
+static void many_tensors_overlapping_a_writer_are_einval(void **state) {
+    (void)state;
+    fixture *f = make();
+    run_body(f, body_many_tensors_overlap);
+    assert_probe(&f->pr, 0, STRATA_EINVAL, "tensors 3 and 9 overlap");
+    assert_probe(&f->pr, 1, STRATA_OK, "");
+    assert_probe(&f->pr, 2, STRATA_EINVAL, "tensors 5 and 9 overlap");
+    destroy(f);
+}
+
 static void body_group_members_overlap(strata_orch *o, fixture *f) {
     /* One group task: its members run at the same time on distinct workers,
      * so members whose arguments overlap where one writes race like two
@@ -1026,6 +1053,7 @@ int main(void) {
         cmocka_unit_test(unknown_tag_invalidates_the_args),
         cmocka_unit_test(invalid_args_of_one_group_member_fail_the_group),
         cmocka_unit_test(overlapping_args_where_one_writes_are_einval_in_both_orders),
+        cmocka_unit_test(many_tensors_overlapping_a_writer_are_einval),
         cmocka_unit_test(group_members_overlapping_where_one_writes_are_einval),
         cmocka_unit_test(non_conflicting_args_of_one_task_are_accepted),
         cmocka_unit_test(overlap_is_decided_on_buffer_identity),
