@@ -123,17 +123,26 @@ PyGILState_STATE spy_gil_take(void);
  * (a process child) runs PyOS_BeforeFork / _AfterFork_*. */
 int spy_with_fork_hooks(int (*f)(strata_worker *), strata_worker *w);
 int spy_fork_init(void);
+/* The number of forks between the process that imported the module and
+ * this one: an object made under another generation belongs to an
+ * ancestor process and is never handed to the library here. */
+extern unsigned spy_fork_generation;
+/* After a fork the module did not arm (os.fork, multiprocessing): gives
+ * this process private copies of the callables' shared tables, so nothing
+ * it registers or aborts reaches the parent's process children. */
+void spy_callables_after_foreign_fork(void);
 
 /* ---- worker, orchestration, runs (_strata_worker.c, _strata_orch.c) ----- */
 
 typedef struct {
-    PyObject_HEAD strata_worker *w;
-    int mode;        /* strata_host_mode of the sub workers */
-    int initialized; /* strata_worker_init done */
-    int closed;
+    PyObject_HEAD strata_worker *w; /* NULL once destroyed (closed and no call in progress) */
+    int mode;                       /* strata_host_mode of the sub workers */
+    int initialized;                /* strata_worker_init done */
+    int closed;                     /* close() was called: new calls raise Closed */
+    int busy;            /* calls in progress that use w with the GIL released (under the GIL) */
+    unsigned gen;        /* spy_fork_generation it was made in: another one disowns it */
+    long owner_pid;      /* the process it was made in, for the message of a disowned one */
     uint32_t slot;       /* its abort flag (spy_worker_abort) */
-    int python_threads;  /* a strata thread of this process may call Python: thread-hosted
-                            subs or a chip (the GIL is released around submits) */
     PyObject *callables; /* dict: function -> Callable */
 } SpyWorker;
 extern PyTypeObject SpyWorker_Type;
@@ -141,6 +150,17 @@ extern PyTypeObject SpyOrch_Type;
 extern PyTypeObject SpyRun_Type;
 
 int spy_worker_init_types(PyObject *module);
+/* Before a call that uses self->w with the GIL released: 0 with the C
+ * worker held until spy_worker_leave, or -1 with strata.Closed (closed) or
+ * StateError (inherited through a fork) set. */
+int spy_worker_enter(SpyWorker *self);
+/* The same for a run's wait: holds the C worker while it exists, closed or
+ * not (close waits for the run). 1 held, 0 destroyed (the run is done). */
+int spy_worker_hold(SpyWorker *self);
+/* Ends a call; the last one to leave a closed Worker destroys the C worker. */
+void spy_worker_leave(SpyWorker *self);
+/* 1 when the Worker was made by this process (not inherited by a fork). */
+int spy_worker_owned(const SpyWorker *self);
 int spy_orch_init_types(PyObject *module);
 /* Starts the worker if it is not yet; 0 or -1 with an exception. */
 int spy_worker_ensure_init(SpyWorker *self);

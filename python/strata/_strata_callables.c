@@ -11,25 +11,59 @@
  */
 #include "_strata.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
 #include <sys/mman.h>
 
 /* ---- the GIL on strata's threads ------------------------------------------ */
 
-/* A strata thread (a thread-hosted sub worker, a helping waiter) keeps the
- * thread state its first PyGILState_Ensure made: one extra Ensure, never
- * released, so later calls only take the GIL instead of making and
- * dropping a thread state per task. */
-static _Thread_local int pinned;
+/* A strata thread (a thread-hosted sub worker, a chip's thread) that has no
+ * thread state of its own keeps the one its first PyGILState_Ensure made:
+ * one extra Ensure, so later calls only take the GIL instead of making and
+ * dropping a thread state per task. When the thread exits, the key's
+ * destructor deletes that thread state (the interpreter would keep it
+ * forever otherwise: one per thread of every Worker ever closed). A thread
+ * Python made (the main thread, a threading.Thread) keeps its own state and
+ * is not pinned. */
+static pthread_key_t pin_key;
+static _Thread_local int checked; /* this thread has a thread state (its own or pinned) */
+
+#if PY_VERSION_HEX >= 0x030D0000
+#define spy_finalizing Py_IsFinalizing
+#else
+#define spy_finalizing _Py_IsFinalizing
+#endif
+
+/* The key's value is the thread state itself: the interpreter's own key
+ * for it may be cleared before this destructor runs. */
+static void unpin(void *state) {
+    PyThreadState *ts = state;
+    if (!Py_IsInitialized() || spy_finalizing())
+        return; /* the interpreter frees every thread state itself */
+    PyEval_RestoreThread(ts);
+    PyThreadState_Clear(ts);
+    PyThreadState_DeleteCurrent(); /* and releases the GIL */
+}
 
 PyGILState_STATE spy_gil_take(void) {
-    PyGILState_STATE g = PyGILState_Ensure();
-    if (!pinned) {
-        (void)PyGILState_Ensure();
-        pinned = 1;
+    if (!checked && !PyGILState_GetThisThreadState()) {
+        PyGILState_STATE g = PyGILState_Ensure(); /* makes the thread's state ... */
+        (void)PyGILState_Ensure();                /* ... and keeps it past the Release */
+        checked = 1;
+        (void)pthread_setspecific(pin_key, PyThreadState_Get());
+        return g;
     }
-    return g;
+    checked = 1;
+    return PyGILState_Ensure();
+}
+
+static PyObject *thread_states(PyObject *m, PyObject *unused) {
+    long n = 0;
+    for (PyThreadState *t = PyInterpreterState_ThreadHead(PyInterpreterState_Get()); t;
+         t = PyThreadState_Next(t))
+        n++;
+    return PyLong_FromLong(n);
 }
 
 /* ---- the table ---------------------------------------------------------- */
@@ -331,10 +365,39 @@ static PyObject *set_reviver(PyObject *m, PyObject *fn) {
 
 static PyMethodDef callable_methods[] = {
     {"_set_reviver", set_reviver, METH_O, "the function that revives a sent function"},
+    {"_thread_states", thread_states, METH_NOARGS,
+     "the number of thread states of the interpreter (a test of their release)"},
     {NULL},
 };
 
+void spy_callables_after_foreign_fork(void) {
+    /* Runs in a fork handler: mmap, memcpy and munmap only. On failure the
+     * tables stay shared, as before: the child keeps working. */
+    size_t sb = (size_t)SHARED_SLOTS * sizeof(shared_slot);
+    size_t ab = (size_t)SHARED_SLOTS * sizeof *aborted;
+    void *s2 =
+        mmap(NULL, sb, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    void *a2 = mmap(NULL, ab, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (s2 == MAP_FAILED || a2 == MAP_FAILED) {
+        if (s2 != MAP_FAILED)
+            munmap(s2, sb);
+        if (a2 != MAP_FAILED)
+            munmap(a2, ab);
+        return;
+    }
+    memcpy(s2, shared, (size_t)nfns * sizeof(shared_slot));
+    memcpy(a2, (void *)aborted, (size_t)nworkers * sizeof *aborted);
+    munmap(shared, sb);
+    munmap((void *)aborted, ab);
+    shared = s2;
+    aborted = a2;
+}
+
 int spy_callables_init(PyObject *module) {
+    if (pthread_key_create(&pin_key, unpin) != 0) {
+        PyErr_SetString(PyExc_ImportError, "strata: pthread_key_create failed");
+        return -1;
+    }
     void *p = mmap(NULL, (size_t)SHARED_SLOTS * sizeof(shared_slot), PROT_READ | PROT_WRITE,
                    MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (p == MAP_FAILED) {

@@ -2,14 +2,20 @@
  *
  * Owns: a strata_worker's lifetime from Python (config by keyword, lazy
  * init with the fork handlers armed and the GIL held, close and destroy
- * with the GIL released so sub workers can finish), Worker.array, the
- * registration of sub functions and the lookup of a callable's id.
+ * with the GIL released so sub workers can finish), the count of calls in
+ * progress on other threads (the C worker is destroyed when the last of
+ * them leaves a closed Worker, never under one), disowning a Worker a fork
+ * inherited, Worker.array, the registration of sub functions and the lookup
+ * of a callable's id.
  * Must never: call into strata while holding the GIL where a strata thread
- * may need it to finish (close, destroy, waits), or fork without the GIL.
+ * may need it to finish (close, destroy, waits), fork without the GIL, or
+ * hand a Worker made by another process (an ancestor, before a fork) to
+ * the library: closing it here would stop the parent's children.
  */
 #include "_strata.h"
 
 #include <string.h>
+#include <unistd.h>
 
 static int parse_mode(PyObject *v, strata_host_mode *out, const char *what) {
     if (!v || v == Py_None)
@@ -110,19 +116,60 @@ static int worker_init_obj(SpyWorker *self, PyObject *args, PyObject *kw) {
         return -1;
     }
     self->mode = cfg.sub_mode;
-    self->python_threads = cfg.sub_mode == STRATA_HOST_THREAD;
+    self->gen = spy_fork_generation;
+    self->owner_pid = (long)getpid();
     if (spy_worker_slot(&self->slot) < 0)
         return -1;
     self->callables = PyDict_New();
     return self->callables ? 0 : -1;
 }
 
+int spy_worker_owned(const SpyWorker *self) {
+    return self->gen == spy_fork_generation;
+}
+
 static int check_open(SpyWorker *self) {
-    if (!self->w) {
+    if (!spy_worker_owned(self)) {
+        PyErr_Format(spy_error_class(STRATA_ESTATE),
+                     "strata.Worker: this Worker belongs to process %ld and was inherited "
+                     "through a fork; this process (%ld) cannot use it: make a new Worker here",
+                     self->owner_pid, (long)getpid());
+        return -1;
+    }
+    if (self->closed || !self->w) {
         PyErr_SetString(spy_error_class(STRATA_ECLOSED), "strata.Worker: the worker was closed");
         return -1;
     }
     return 0;
+}
+
+int spy_worker_enter(SpyWorker *self) {
+    if (check_open(self) < 0)
+        return -1;
+    self->busy++;
+    return 0;
+}
+
+int spy_worker_hold(SpyWorker *self) {
+    if (!self->w || !spy_worker_owned(self))
+        return 0;
+    self->busy++;
+    return 1;
+}
+
+/* Frees the C worker of a closed Worker no call uses any more. */
+static void destroy_if_idle(SpyWorker *self) {
+    strata_worker *w = self->w;
+    if (!w || !self->closed || self->busy > 0)
+        return;
+    self->w = NULL;
+    Py_BEGIN_ALLOW_THREADS strata_worker_destroy(w); /* closed already: frees only */
+    Py_END_ALLOW_THREADS
+}
+
+void spy_worker_leave(SpyWorker *self) {
+    self->busy--;
+    destroy_if_idle(self);
 }
 
 int spy_worker_ensure_init(SpyWorker *self) {
@@ -141,15 +188,22 @@ int spy_worker_ensure_init(SpyWorker *self) {
     return 0;
 }
 
+/* Closes the C worker (waits for its admitted runs) and destroys it unless
+ * a call on another thread still uses it: that call's leave does. A Worker
+ * inherited through a fork is only forgotten: its memory is the parent's
+ * worker as it was at the fork, and its children are the parent's. */
 static void shut(SpyWorker *self) {
-    strata_worker *w = self->w;
-    if (!w)
+    if (self->closed || !self->w)
         return;
-    self->w = NULL;
     self->closed = 1;
+    if (!spy_worker_owned(self)) {
+        self->w = NULL;
+        return;
+    }
+    strata_worker *w = self->w;
+    self->busy++;
     Py_BEGIN_ALLOW_THREADS strata_worker_close(w);
-    strata_worker_destroy(w);
-    Py_END_ALLOW_THREADS
+    Py_END_ALLOW_THREADS spy_worker_leave(self);
 }
 
 static void worker_dealloc(SpyWorker *self) {
@@ -165,7 +219,8 @@ static PyObject *worker_init_method(SpyWorker *self, PyObject *unused) {
 }
 
 static PyObject *worker_abort(SpyWorker *self, PyObject *unused) {
-    spy_worker_abort(self->slot);
+    if (spy_worker_owned(self)) /* an inherited one's tasks are the parent's */
+        spy_worker_abort(self->slot);
     Py_RETURN_NONE;
 }
 
@@ -179,11 +234,16 @@ static PyObject *worker_array(SpyWorker *self, PyObject *args, PyObject *kw) {
     PyObject *shape, *dtype = NULL;
     if (!PyArg_ParseTupleAndKeywords(args, kw, "O|O:array", names, &shape, &dtype))
         return NULL;
-    if (check_open(self) < 0)
+    if (spy_worker_enter(self) < 0)
         return NULL;
     PyObject *dt = dtype ? dtype : (PyObject *)&PyFloat_Type;
-    return spy_buffer_array((PyObject *)self, self->w, shape, dt);
+    PyObject *a = spy_buffer_array((PyObject *)self, self->w, shape, dt);
+    spy_worker_leave(self);
+    return a;
 }
+
+static PyObject *register_fn(SpyWorker *self, PyObject *fn, PyObject *name, int kind,
+                             PyObject *revivable);
 
 /* _register(fn, name, kind, revivable): kind 0 = sub function. */
 static PyObject *worker_register(SpyWorker *self, PyObject *args) {
@@ -191,8 +251,15 @@ static PyObject *worker_register(SpyWorker *self, PyObject *args) {
     int kind;
     if (!PyArg_ParseTuple(args, "OUiO:_register", &fn, &name, &kind, &revivable))
         return NULL;
-    if (check_open(self) < 0)
+    if (spy_worker_enter(self) < 0)
         return NULL;
+    PyObject *c = register_fn(self, fn, name, kind, revivable);
+    spy_worker_leave(self);
+    return c;
+}
+
+static PyObject *register_fn(SpyWorker *self, PyObject *fn, PyObject *name, int kind,
+                             PyObject *revivable) {
     if (!PyCallable_Check(fn))
         return PyErr_Format(PyExc_TypeError, "strata: register: %R is not callable", fn);
     const char *cname = PyUnicode_AsUTF8(name);
@@ -264,13 +331,14 @@ static PyObject *worker_submit(SpyWorker *self, PyObject *orch) {
 }
 
 static PyObject *get_initialized(SpyWorker *self, void *u) {
-    return PyBool_FromLong(self->initialized && self->w);
+    return PyBool_FromLong(self->initialized && !self->closed && self->w);
 }
 static PyObject *get_closed(SpyWorker *self, void *u) {
     return PyBool_FromLong(self->closed);
 }
 static PyObject *get_sub_slots(SpyWorker *self, void *u) {
-    return PyLong_FromUnsignedLong(self->w ? strata_worker_sub_slots(self->w) : 0);
+    return PyLong_FromUnsignedLong(
+        self->w && spy_worker_owned(self) ? strata_worker_sub_slots(self->w) : 0);
 }
 static PyObject *get_sub_mode(SpyWorker *self, void *u) {
     return PyUnicode_FromString(self->mode == STRATA_HOST_PROCESS ? "process" : "thread");
