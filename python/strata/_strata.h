@@ -144,6 +144,10 @@ typedef struct {
     long owner_pid;      /* the process it was made in, for the message of a disowned one */
     uint32_t slot;       /* its abort flag (spy_worker_abort) */
     PyObject *callables; /* dict: function -> Callable */
+    strata_worker_statistics *final_stats; /* taken at destroy, for stats() after close */
+    uint32_t lanes_at_close[2];            /* sub_workers, next_level before the close */
+    int trace_status;                      /* strata_worker_trace_status at destroy */
+    char trace_error[256];                 /* its message */
 } SpyWorker;
 extern PyTypeObject SpyWorker_Type;
 extern PyTypeObject SpyOrch_Type;

@@ -537,6 +537,20 @@ static PyObject *run_done(SpyRun *self, PyObject *u) {
     return PyBool_FromLong(d);
 }
 
+static PyObject *run_stats(SpyRun *self, PyObject *u) {
+    strata_run_statistics st;
+    int rc = strata_run_stats(self->run, &st);
+    if (rc != STRATA_OK)
+        return spy_raise(rc, NULL);
+    return Py_BuildValue("{sOsKsKsKsKsKsK}", "timed", st.timed ? Py_True : Py_False, "tasks_run",
+                         (unsigned long long)st.tasks_run, "tasks_failed",
+                         (unsigned long long)st.tasks_failed, "tasks_not_run",
+                         (unsigned long long)st.tasks_not_run, "overhead_mean_ns",
+                         (unsigned long long)st.overhead_mean_ns, "overhead_max_ns",
+                         (unsigned long long)st.overhead_max_ns, "critical_path_ns",
+                         (unsigned long long)st.critical_path_ns);
+}
+
 static PyObject *run_error(SpyRun *self, PyObject *u) {
     const char *e = strata_run_error(self->run);
     if (!e || !*e)
@@ -556,6 +570,8 @@ static PyMethodDef run_methods[] = {
      "wait(timeout=None): until finished; raises the run's error (strata.Timeout on timeout)."},
     {"done", (PyCFunction)run_done, METH_NOARGS, "True once finished (completed or failed)."},
     {"error", (PyCFunction)run_error, METH_NOARGS, "The run's first error text, or None."},
+    {"stats", (PyCFunction)run_stats, METH_NOARGS,
+     "stats(): strata_run_stats as a dict (complete once the run is done)."},
     {NULL},
 };
 
