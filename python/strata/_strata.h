@@ -49,10 +49,17 @@ PyObject *spy_buffer_array(PyObject *worker, strata_worker *w, PyObject *shape, 
  * *keep is the object that keeps its memory alive (borrowed). 0 or -1 with
  * TypeError / ValueError set. */
 int spy_tensor_of(PyObject *obj, strata_tensor *out, PyObject **keep);
+/* PyArray_Check (numpy's C API is imported in _strata_tensors.c only). */
+int spy_is_array(PyObject *obj);
 /* A numpy array over a task's tensor (no copy); writable unless tag is IN. */
 PyObject *spy_task_array(const strata_tensor *t, int writable);
 /* A Tensor object for t. */
 PyObject *spy_tensor_new(const strata_tensor *t, PyObject *owner);
+/* 1 if obj is a Tensor without memory (strata.unallocated): OUT gives it
+ * runtime memory at the submit. */
+int spy_tensor_unallocated(PyObject *obj);
+/* Sets a Tensor's view (the write-back of runtime memory). */
+void spy_tensor_set(PyObject *obj, const strata_tensor *t);
 /* numpy dtype -> strata dtype, -1 with TypeError set. */
 int spy_dtype_of(PyObject *dtype);
 PyObject *spy_numpy_dtype(int dtype); /* new reference */
@@ -75,6 +82,11 @@ typedef struct {
     size_t nitems;
     size_t ntensors;
     PyObject *keep; /* list: the objects whose memory the tasks use */
+    /* Tensors without memory given as OUT: the submit writes their runtime
+     * view into tensors[back_index[i]], spy_items_write_back into back[i]. */
+    PyObject *back[STRATA_MAX_GROUP * 4]; /* borrowed SpyTensor */
+    size_t back_index[STRATA_MAX_GROUP * 4];
+    size_t nback;
 } spy_items;
 
 /* Appends the items of one member (a sequence of Python arguments) to *it;
@@ -82,6 +94,9 @@ typedef struct {
 int spy_items_add(spy_items *it, PyObject *args, int member);
 /* The same from an array of n arguments. */
 int spy_items_add_array(spy_items *it, PyObject *const *args, Py_ssize_t n, int member);
+/* After a submit: the runtime views of OUT tensors given without memory
+ * into their Tensor objects. */
+void spy_items_write_back(spy_items *it);
 
 /* ---- callables (_strata_callables.c) -------------------------------------------- */
 

@@ -209,35 +209,35 @@ PyObject *spy_scalar_object(uint8_t type, uint64_t bits) {
 
 /* The task's arguments as the function receives them: its tensors in order
  * (numpy arrays over the task's memory), then its scalars, then its
- * payload (bytes), if any. */
-static PyObject *call_args(const strata_task_view *v) {
-    Py_ssize_t n = (Py_ssize_t)v->ntensors + v->nscalars + (v->payload ? 1 : 0);
-    PyObject *t = PyTuple_New(n);
-    if (!t)
-        return NULL;
+ * payload (bytes), if any; into argv (new references), their number, or -1
+ * with an exception (none left to release). */
+#define CALL_ARGS_MAX (STRATA_MAX_TENSORS + STRATA_MAX_SCALARS + 1)
+static Py_ssize_t call_args(const strata_task_view *v, PyObject **argv) {
     Py_ssize_t k = 0;
+    if ((size_t)v->ntensors + v->nscalars + 1 > CALL_ARGS_MAX) {
+        PyErr_SetString(PyExc_ValueError, "strata: a task with too many arguments");
+        return -1;
+    }
     for (uint32_t i = 0; i < v->ntensors; i++) {
-        PyObject *a = spy_task_array(&v->tensors[i], v->tags[i] != STRATA_IN);
-        if (!a)
+        if (!(argv[k] = spy_task_array(&v->tensors[i], v->tags[i] != STRATA_IN)))
             goto fail;
-        PyTuple_SET_ITEM(t, k++, a);
+        k++;
     }
     for (uint32_t i = 0; i < v->nscalars; i++) {
-        PyObject *s = spy_scalar_object(v->scalar_types[i], v->scalars[i]);
-        if (!s)
+        if (!(argv[k] = spy_scalar_object(v->scalar_types[i], v->scalars[i])))
             goto fail;
-        PyTuple_SET_ITEM(t, k++, s);
+        k++;
     }
     if (v->payload) {
-        PyObject *b = PyBytes_FromStringAndSize(v->payload, v->payload_bytes);
-        if (!b)
+        if (!(argv[k] = PyBytes_FromStringAndSize(v->payload, v->payload_bytes)))
             goto fail;
-        PyTuple_SET_ITEM(t, k++, b);
+        k++;
     }
-    return t;
+    return k;
 fail:
-    Py_DECREF(t);
-    return NULL;
+    while (k > 0)
+        Py_DECREF(argv[--k]);
+    return -1;
 }
 
 /* The pending exception as text: its last line first (a long traceback is
@@ -295,8 +295,12 @@ int spy_sub_trampoline(const strata_task_view *v, void *user) {
     PyGILState_STATE g = spy_gil_take();
     int rc = 0;
     PyObject *fn = spy_callables_lookup(i);
-    PyObject *args = fn ? call_args(v) : NULL;
-    PyObject *r = args ? PyObject_Call(fn, args, NULL) : NULL;
+    PyObject *argv[CALL_ARGS_MAX];
+    Py_ssize_t n = fn ? call_args(v, argv) : -1;
+    /* vectorcall: no tuple per task */
+    PyObject *r = n >= 0 ? PyObject_Vectorcall(fn, argv, (size_t)n, NULL) : NULL;
+    for (Py_ssize_t k = 0; k < n; k++)
+        Py_DECREF(argv[k]);
     if (!r) {
         char *text = spy_format_exception();
         strata_task_set_error("%s", text ? text : "a Python exception (no text)");
@@ -304,7 +308,6 @@ int spy_sub_trampoline(const strata_task_view *v, void *user) {
         rc = 1;
     }
     Py_XDECREF(r);
-    Py_XDECREF(args);
     PyGILState_Release(g);
     return rc;
 }

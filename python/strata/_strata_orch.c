@@ -57,12 +57,16 @@ static int orch_live(SpyOrch *self) {
     do {                                                                                           \
         int rc_;                                                                                   \
         Py_BEGIN_ALLOW_THREADS rc_ = (call);                                                       \
-        Py_END_ALLOW_THREADS if (rc_ != STRATA_OK) return spy_raise(rc_, NULL);                    \
+        Py_END_ALLOW_THREADS;                                                                      \
+        if (rc_ != STRATA_OK)                                                                      \
+            return spy_raise(rc_, NULL);                                                           \
+        spy_items_write_back(&it);                                                                 \
     } while (0)
 
 static int items_start(spy_items *it, SpyOrch *self) {
     it->nitems = 0;
     it->ntensors = 0;
+    it->nback = 0;
     it->keep = self->keep;
     return 0;
 }
