@@ -13,7 +13,8 @@
  * shared tables.
  * Must never: tell the interpreter about a fork it did not arm (os.fork
  * and subprocess run their own hooks; a fork from a thread without the GIL
- * would corrupt the interpreter), or call Python in a handler.
+ * would corrupt the interpreter), or call Python in the handlers of a fork
+ * it did not arm.
  */
 #include "_strata.h"
 
