@@ -9,7 +9,9 @@ local scheduler ("processes", on a pool reused across runs), the Python
 submission loop timed inside the orchestration function with every task held
 back by a gate task, next to the C figure of the same graph (read from
 bench_build_cost --json), and the table/JSON output in the shape of the C
-benchmarks (bench/bench_common.c).
+benchmarks (bench/bench_common.c). The strata Worker runs every slot of its
+task window once before anything is timed (a slot's first use faults its
+memory in).
 Must never: mix the fixed and the per-task cost into one figure, time anything
 but the submission loop on the orchestration row, or judge a --quick run.
 
@@ -50,6 +52,7 @@ TILE_ELEMS = 16
 BUILD_TASKS = 20000
 BUILD_QUICK_TASKS = 2000
 C_ROW = "build, one-call form, gated"  # bench_build_cost's row of the same graph
+WINDOW = 65536  # task slots: the orchestration row holds BUILD_TASKS behind a gate
 
 
 # ---- the harness (the shape of bench_common.c) ----------------------------------
@@ -257,13 +260,27 @@ class StrataSide:
         # Every task crosses to a sub worker process: the waiting thread never
         # runs one itself (help_while_waiting=False).
         self.w = strata.Worker(sub_workers=workers, sub_mode="process",
-                               help_while_waiting=False, task_window=65536)
+                               help_while_waiting=False, task_window=WINDOW)
         self.w.__enter__()
         self.empty = self.w.register_sub(empty_sub)
         self.gate = self.w.register_sub(gate_sub)
         self.acc_fn = self.w.register_sub(accumulate_sub)
         self.input = self.w.array((1,), np.float64)
         self.w.init()
+        self.warm_window()
+
+    def warm_window(self):
+        """Runs every slot of the task window once: a slot's first use faults
+        its page in (65536 slots, tens of MiB), which is a cost of the
+        Worker's first minute, not of a task."""
+        fn, inp, IN = self.empty, self.input, strata.IN
+
+        def orch(o):
+            for _ in range(256):
+                o.submit_sub(fn, IN(inp))
+
+        for _ in range(WINDOW // 256 + 1):
+            self.w.run(orch)
 
     def sample(self, ntasks, runs):
         """µs per run over `runs` back-to-back runs of ntasks independent tasks."""

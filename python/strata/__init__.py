@@ -58,6 +58,7 @@ from ._strata import (  # noqa: F401  (re-exported)
     f32,
     payload,
     status_name,
+    unallocated,
 )
 
 __version__ = _strata.__version__
@@ -72,7 +73,7 @@ __all__ = [
     "Worker", "Run", "Orch", "Scope", "Tensor", "Callable", "Arg", "ChipBuffer", "ProgramCtx",
     "SIM_TEST_KERNELS", "MAX_TENSORS", "MAX_SCALARS", "MAX_PAYLOAD", "MAX_GROUP",
     "IN", "OUT", "INOUT", "OUT_EXISTING", "NO_DEP",
-    "u64", "i64", "f64", "f32", "payload", "status_name",
+    "u64", "i64", "f64", "f32", "payload", "status_name", "unallocated",
     "Error", "InvalidArgument", "StateError", "Timeout", "TaskFailed", "EndpointError",
     "Closed", "Stale", "Poisoned", "CapacityError", "ABIError", "DeviceError", "NoMemory",
     "Cancelled",

@@ -49,10 +49,17 @@ PyObject *spy_buffer_array(PyObject *worker, strata_worker *w, PyObject *shape, 
  * *keep is the object that keeps its memory alive (borrowed). 0 or -1 with
  * TypeError / ValueError set. */
 int spy_tensor_of(PyObject *obj, strata_tensor *out, PyObject **keep);
+/* PyArray_Check (numpy's C API is imported in _strata_tensors.c only). */
+int spy_is_array(PyObject *obj);
 /* A numpy array over a task's tensor (no copy); writable unless tag is IN. */
 PyObject *spy_task_array(const strata_tensor *t, int writable);
 /* A Tensor object for t. */
 PyObject *spy_tensor_new(const strata_tensor *t, PyObject *owner);
+/* 1 if obj is a Tensor without memory (strata.unallocated): OUT gives it
+ * runtime memory at the submit. */
+int spy_tensor_unallocated(PyObject *obj);
+/* Sets a Tensor's view (the write-back of runtime memory). */
+void spy_tensor_set(PyObject *obj, const strata_tensor *t);
 /* numpy dtype -> strata dtype, -1 with TypeError set. */
 int spy_dtype_of(PyObject *dtype);
 PyObject *spy_numpy_dtype(int dtype); /* new reference */
@@ -75,6 +82,11 @@ typedef struct {
     size_t nitems;
     size_t ntensors;
     PyObject *keep; /* list: the objects whose memory the tasks use */
+    /* Tensors without memory given as OUT: the submit writes their runtime
+     * view into tensors[back_index[i]], spy_items_write_back into back[i]. */
+    PyObject *back[STRATA_MAX_GROUP * 4]; /* borrowed SpyTensor */
+    size_t back_index[STRATA_MAX_GROUP * 4];
+    size_t nback;
 } spy_items;
 
 /* Appends the items of one member (a sequence of Python arguments) to *it;
@@ -82,6 +94,9 @@ typedef struct {
 int spy_items_add(spy_items *it, PyObject *args, int member);
 /* The same from an array of n arguments. */
 int spy_items_add_array(spy_items *it, PyObject *const *args, Py_ssize_t n, int member);
+/* After a submit: the runtime views of OUT tensors given without memory
+ * into their Tensor objects. */
+void spy_items_write_back(spy_items *it);
 
 /* ---- callables (_strata_callables.c) -------------------------------------------- */
 
@@ -123,24 +138,48 @@ PyGILState_STATE spy_gil_take(void);
  * (a process child) runs PyOS_BeforeFork / _AfterFork_*. */
 int spy_with_fork_hooks(int (*f)(strata_worker *), strata_worker *w);
 int spy_fork_init(void);
+/* The number of forks between the process that imported the module and
+ * this one: an object made under another generation belongs to an
+ * ancestor process and is never handed to the library here. */
+extern unsigned spy_fork_generation;
+/* After a fork the module did not arm (os.fork, multiprocessing): gives
+ * this process private copies of the callables' shared tables, so nothing
+ * it registers or aborts reaches the parent's process children. */
+void spy_callables_after_foreign_fork(void);
 
 /* ---- worker, orchestration, runs (_strata_worker.c, _strata_orch.c) ----- */
 
 typedef struct {
-    PyObject_HEAD strata_worker *w;
-    int mode;        /* strata_host_mode of the sub workers */
-    int initialized; /* strata_worker_init done */
-    int closed;
+    PyObject_HEAD strata_worker *w; /* NULL once destroyed (closed and no call in progress) */
+    int mode;                       /* strata_host_mode of the sub workers */
+    int initialized;                /* strata_worker_init done */
+    int closed;                     /* close() was called: new calls raise Closed */
+    int busy;            /* calls in progress that use w with the GIL released (under the GIL) */
+    unsigned gen;        /* spy_fork_generation it was made in: another one disowns it */
+    long owner_pid;      /* the process it was made in, for the message of a disowned one */
     uint32_t slot;       /* its abort flag (spy_worker_abort) */
-    int python_threads;  /* a strata thread of this process may call Python: thread-hosted
-                            subs or a chip (the GIL is released around submits) */
     PyObject *callables; /* dict: function -> Callable */
+    strata_worker_statistics *final_stats; /* taken at destroy, for stats() after close */
+    uint32_t lanes_at_close[2];            /* sub_workers, next_level before the close */
+    int trace_status;                      /* strata_worker_trace_status at destroy */
+    char trace_error[256];                 /* its message */
 } SpyWorker;
 extern PyTypeObject SpyWorker_Type;
 extern PyTypeObject SpyOrch_Type;
 extern PyTypeObject SpyRun_Type;
 
 int spy_worker_init_types(PyObject *module);
+/* Before a call that uses self->w with the GIL released: 0 with the C
+ * worker held until spy_worker_leave, or -1 with strata.Closed (closed) or
+ * StateError (inherited through a fork) set. */
+int spy_worker_enter(SpyWorker *self);
+/* The same for a run's wait: holds the C worker while it exists, closed or
+ * not (close waits for the run). 1 held, 0 destroyed (the run is done). */
+int spy_worker_hold(SpyWorker *self);
+/* Ends a call; the last one to leave a closed Worker destroys the C worker. */
+void spy_worker_leave(SpyWorker *self);
+/* 1 when the Worker was made by this process (not inherited by a fork). */
+int spy_worker_owned(const SpyWorker *self);
 int spy_orch_init_types(PyObject *module);
 /* Starts the worker if it is not yet; 0 or -1 with an exception. */
 int spy_worker_ensure_init(SpyWorker *self);

@@ -77,8 +77,11 @@ static PyObject *arg_new(int kind, int tag, PyObject *value) {
     return (PyObject *)a;
 }
 
+/* A numpy array is told by its type first: asking it for
+ * __array_interface__ builds that dict (a few µs per task argument). */
 static int is_tensor(PyObject *o) {
-    return Py_IS_TYPE(o, &SpyTensor_Type) || PyObject_HasAttrString(o, "__array_interface__");
+    return Py_IS_TYPE(o, &SpyTensor_Type) || spy_is_array(o) ||
+           PyObject_HasAttrString(o, "__array_interface__");
 }
 
 /* ---- the constructors --------------------------------------------------- */
@@ -206,7 +209,21 @@ static int add_tensor(spy_items *it, PyObject *obj, int tag, Py_ssize_t pos) {
     PyObject *keep = NULL;
     if (spy_tensor_of(obj, t, &keep) < 0)
         return -1;
-    if (PyList_Append(it->keep, keep) < 0)
+    if (spy_tensor_unallocated(obj)) {
+        if (tag != STRATA_OUT) {
+            PyErr_Format(PyExc_ValueError,
+                         "strata: argument %zd: a tensor without memory (strata.unallocated) "
+                         "is given memory by an OUT argument only",
+                         pos);
+            return -1;
+        }
+        it->back[it->nback] = obj;
+        it->back_index[it->nback++] = it->ntensors;
+    }
+    /* Tasks of a run mostly reuse a few buffers: one list entry per run of
+     * equal keepers is enough to keep each alive. */
+    Py_ssize_t n = PyList_GET_SIZE(it->keep);
+    if ((n == 0 || PyList_GET_ITEM(it->keep, n - 1) != keep) && PyList_Append(it->keep, keep) < 0)
         return -1;
     it->ntensors++;
     strata_arg *a = &it->items[it->nitems++];
@@ -306,6 +323,12 @@ int spy_items_add_array(spy_items *it, PyObject *const *args, Py_ssize_t n, int 
     for (Py_ssize_t i = 0; rc == 0 && i < n; i++)
         rc = add_one(it, args[i], i);
     return rc;
+}
+
+void spy_items_write_back(spy_items *it) {
+    for (size_t i = 0; i < it->nback; i++)
+        spy_tensor_set(it->back[i], &it->tensors[it->back_index[i]]);
+    it->nback = 0;
 }
 
 int spy_items_add(spy_items *it, PyObject *args, int member) {

@@ -11,25 +11,59 @@
  */
 #include "_strata.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
 #include <sys/mman.h>
 
 /* ---- the GIL on strata's threads ------------------------------------------ */
 
-/* A strata thread (a thread-hosted sub worker, a helping waiter) keeps the
- * thread state its first PyGILState_Ensure made: one extra Ensure, never
- * released, so later calls only take the GIL instead of making and
- * dropping a thread state per task. */
-static _Thread_local int pinned;
+/* A strata thread (a thread-hosted sub worker, a chip's thread) that has no
+ * thread state of its own keeps the one its first PyGILState_Ensure made:
+ * one extra Ensure, so later calls only take the GIL instead of making and
+ * dropping a thread state per task. When the thread exits, the key's
+ * destructor deletes that thread state (the interpreter would keep it
+ * forever otherwise: one per thread of every Worker ever closed). A thread
+ * Python made (the main thread, a threading.Thread) keeps its own state and
+ * is not pinned. */
+static pthread_key_t pin_key;
+static _Thread_local int checked; /* this thread has a thread state (its own or pinned) */
+
+#if PY_VERSION_HEX >= 0x030D0000
+#define spy_finalizing Py_IsFinalizing
+#else
+#define spy_finalizing _Py_IsFinalizing
+#endif
+
+/* The key's value is the thread state itself: the interpreter's own key
+ * for it may be cleared before this destructor runs. */
+static void unpin(void *state) {
+    PyThreadState *ts = state;
+    if (!Py_IsInitialized() || spy_finalizing())
+        return; /* the interpreter frees every thread state itself */
+    PyEval_RestoreThread(ts);
+    PyThreadState_Clear(ts);
+    PyThreadState_DeleteCurrent(); /* and releases the GIL */
+}
 
 PyGILState_STATE spy_gil_take(void) {
-    PyGILState_STATE g = PyGILState_Ensure();
-    if (!pinned) {
-        (void)PyGILState_Ensure();
-        pinned = 1;
+    if (!checked && !PyGILState_GetThisThreadState()) {
+        PyGILState_STATE g = PyGILState_Ensure(); /* makes the thread's state ... */
+        (void)PyGILState_Ensure();                /* ... and keeps it past the Release */
+        checked = 1;
+        (void)pthread_setspecific(pin_key, PyThreadState_Get());
+        return g;
     }
-    return g;
+    checked = 1;
+    return PyGILState_Ensure();
+}
+
+static PyObject *thread_states(PyObject *m, PyObject *unused) {
+    long n = 0;
+    for (PyThreadState *t = PyInterpreterState_ThreadHead(PyInterpreterState_Get()); t;
+         t = PyThreadState_Next(t))
+        n++;
+    return PyLong_FromLong(n);
 }
 
 /* ---- the table ---------------------------------------------------------- */
@@ -175,35 +209,35 @@ PyObject *spy_scalar_object(uint8_t type, uint64_t bits) {
 
 /* The task's arguments as the function receives them: its tensors in order
  * (numpy arrays over the task's memory), then its scalars, then its
- * payload (bytes), if any. */
-static PyObject *call_args(const strata_task_view *v) {
-    Py_ssize_t n = (Py_ssize_t)v->ntensors + v->nscalars + (v->payload ? 1 : 0);
-    PyObject *t = PyTuple_New(n);
-    if (!t)
-        return NULL;
+ * payload (bytes), if any; into argv (new references), their number, or -1
+ * with an exception (none left to release). */
+#define CALL_ARGS_MAX (STRATA_MAX_TENSORS + STRATA_MAX_SCALARS + 1)
+static Py_ssize_t call_args(const strata_task_view *v, PyObject **argv) {
     Py_ssize_t k = 0;
+    if ((size_t)v->ntensors + v->nscalars + 1 > CALL_ARGS_MAX) {
+        PyErr_SetString(PyExc_ValueError, "strata: a task with too many arguments");
+        return -1;
+    }
     for (uint32_t i = 0; i < v->ntensors; i++) {
-        PyObject *a = spy_task_array(&v->tensors[i], v->tags[i] != STRATA_IN);
-        if (!a)
+        if (!(argv[k] = spy_task_array(&v->tensors[i], v->tags[i] != STRATA_IN)))
             goto fail;
-        PyTuple_SET_ITEM(t, k++, a);
+        k++;
     }
     for (uint32_t i = 0; i < v->nscalars; i++) {
-        PyObject *s = spy_scalar_object(v->scalar_types[i], v->scalars[i]);
-        if (!s)
+        if (!(argv[k] = spy_scalar_object(v->scalar_types[i], v->scalars[i])))
             goto fail;
-        PyTuple_SET_ITEM(t, k++, s);
+        k++;
     }
     if (v->payload) {
-        PyObject *b = PyBytes_FromStringAndSize(v->payload, v->payload_bytes);
-        if (!b)
+        if (!(argv[k] = PyBytes_FromStringAndSize(v->payload, v->payload_bytes)))
             goto fail;
-        PyTuple_SET_ITEM(t, k++, b);
+        k++;
     }
-    return t;
+    return k;
 fail:
-    Py_DECREF(t);
-    return NULL;
+    while (k > 0)
+        Py_DECREF(argv[--k]);
+    return -1;
 }
 
 /* The pending exception as text: its last line first (a long traceback is
@@ -261,8 +295,12 @@ int spy_sub_trampoline(const strata_task_view *v, void *user) {
     PyGILState_STATE g = spy_gil_take();
     int rc = 0;
     PyObject *fn = spy_callables_lookup(i);
-    PyObject *args = fn ? call_args(v) : NULL;
-    PyObject *r = args ? PyObject_Call(fn, args, NULL) : NULL;
+    PyObject *argv[CALL_ARGS_MAX];
+    Py_ssize_t n = fn ? call_args(v, argv) : -1;
+    /* vectorcall: no tuple per task */
+    PyObject *r = n >= 0 ? PyObject_Vectorcall(fn, argv, (size_t)n, NULL) : NULL;
+    for (Py_ssize_t k = 0; k < n; k++)
+        Py_DECREF(argv[k]);
     if (!r) {
         char *text = spy_format_exception();
         strata_task_set_error("%s", text ? text : "a Python exception (no text)");
@@ -270,7 +308,6 @@ int spy_sub_trampoline(const strata_task_view *v, void *user) {
         rc = 1;
     }
     Py_XDECREF(r);
-    Py_XDECREF(args);
     PyGILState_Release(g);
     return rc;
 }
@@ -331,10 +368,39 @@ static PyObject *set_reviver(PyObject *m, PyObject *fn) {
 
 static PyMethodDef callable_methods[] = {
     {"_set_reviver", set_reviver, METH_O, "the function that revives a sent function"},
+    {"_thread_states", thread_states, METH_NOARGS,
+     "the number of thread states of the interpreter (a test of their release)"},
     {NULL},
 };
 
+void spy_callables_after_foreign_fork(void) {
+    /* Runs in a fork handler: mmap, memcpy and munmap only. On failure the
+     * tables stay shared, as before: the child keeps working. */
+    size_t sb = (size_t)SHARED_SLOTS * sizeof(shared_slot);
+    size_t ab = (size_t)SHARED_SLOTS * sizeof *aborted;
+    void *s2 =
+        mmap(NULL, sb, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    void *a2 = mmap(NULL, ab, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (s2 == MAP_FAILED || a2 == MAP_FAILED) {
+        if (s2 != MAP_FAILED)
+            munmap(s2, sb);
+        if (a2 != MAP_FAILED)
+            munmap(a2, ab);
+        return;
+    }
+    memcpy(s2, shared, (size_t)nfns * sizeof(shared_slot));
+    memcpy(a2, (void *)aborted, (size_t)nworkers * sizeof *aborted);
+    munmap(shared, sb);
+    munmap((void *)aborted, ab);
+    shared = s2;
+    aborted = a2;
+}
+
 int spy_callables_init(PyObject *module) {
+    if (pthread_key_create(&pin_key, unpin) != 0) {
+        PyErr_SetString(PyExc_ImportError, "strata: pthread_key_create failed");
+        return -1;
+    }
     void *p = mmap(NULL, (size_t)SHARED_SLOTS * sizeof(shared_slot), PROT_READ | PROT_WRITE,
                    MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (p == MAP_FAILED) {

@@ -234,8 +234,9 @@ static int kw_u64(PyObject *kw, const char *name, uint64_t *out) {
 PyObject *spy_worker_add_chip(SpyWorker *self, PyObject *args, PyObject *kwin) {
     if (PyTuple_GET_SIZE(args) != 0)
         return PyErr_Format(PyExc_TypeError, "add_chip takes keyword arguments only");
-    if (!self->w)
-        return spy_raise(STRATA_ECLOSED, "strata.Worker: the worker was closed");
+    if (spy_worker_enter(self) < 0)
+        return NULL;
+    spy_worker_leave(self); /* with the GIL held from here: only open and owned matter */
     PyObject *kw = kwin ? PyDict_Copy(kwin) : PyDict_New();
     if (!kw)
         return NULL;
@@ -340,7 +341,6 @@ PyObject *spy_worker_add_chip(SpyWorker *self, PyObject *args, PyObject *kwin) {
         spy_raise(rc, NULL);
         goto out;
     }
-    self->python_threads = 1; /* a chip thread may run a Python program */
     result = PyLong_FromLong(id);
 out:
     Py_DECREF(kw);
@@ -366,13 +366,20 @@ PyObject *spy_worker_chip_malloc(SpyWorker *self, PyObject *args) {
         return PyErr_Format(PyExc_ValueError, "chip_malloc: nbytes must be > 0, not %zd", n);
     strata_buffer *b = NULL;
     int rc;
+    if (spy_worker_enter(self) < 0)
+        return NULL;
     Py_BEGIN_ALLOW_THREADS rc = strata_worker_chip_malloc(self->w, chip, (size_t)n, &b);
-    Py_END_ALLOW_THREADS if (rc != STRATA_OK) return spy_raise(rc, NULL);
+    Py_END_ALLOW_THREADS if (rc != STRATA_OK) {
+        spy_worker_leave(self);
+        return spy_raise(rc, NULL);
+    }
     SpyChipBuffer *o = PyObject_New(SpyChipBuffer, &SpyChipBuffer_Type);
     if (!o) {
         strata_worker_chip_free(self->w, b);
+        spy_worker_leave(self);
         return NULL;
     }
+    spy_worker_leave(self);
     o->buf = b;
     Py_INCREF(self);
     o->worker = self;
@@ -386,12 +393,14 @@ PyObject *spy_worker_chip_free(SpyWorker *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "iO:chip_free", &chip, &bo))
         return NULL;
     SpyChipBuffer *b = cbuf_check(self, bo, chip);
-    if (!b || !self->w)
-        return b ? spy_raise(STRATA_ECLOSED, "strata.Worker: the worker was closed") : NULL;
+    if (!b || spy_worker_enter(self) < 0)
+        return NULL;
     int rc;
     strata_buffer *buf = b->buf;
     Py_BEGIN_ALLOW_THREADS rc = strata_worker_chip_free(self->w, buf);
-    Py_END_ALLOW_THREADS if (rc != STRATA_OK) return spy_raise(rc, NULL);
+    Py_END_ALLOW_THREADS spy_worker_leave(self);
+    if (rc != STRATA_OK)
+        return spy_raise(rc, NULL);
     b->buf = NULL;
     Py_RETURN_NONE;
 }
@@ -422,8 +431,9 @@ PyObject *spy_worker_chip_tensor(SpyWorker *self, PyObject *args, PyObject *kw) 
     for (Py_ssize_t i = 0; i < rank; i++)
         dims[i] = PyLong_AsLongLong(PyTuple_GET_ITEM(seq, i));
     Py_DECREF(seq);
-    if (PyErr_Occurred())
+    if (PyErr_Occurred() || spy_worker_enter(self) < 0)
         return NULL;
+    spy_worker_leave(self); /* the GIL stays held: only open and owned matter */
     strata_tensor t;
     int rc = strata_worker_chip_tensor(self->w, b->buf, offset, (strata_dtype)dt, (int)rank, dims,
                                        NULL, &t);
@@ -453,12 +463,17 @@ static PyObject *chip_copy(SpyWorker *self, PyObject *args, int to_device) {
                             "buffer (numpy array)",
                             to_device ? "to" : "from", to_device ? "" : ", writable");
     }
+    if (spy_worker_enter(self) < 0) {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
     int rc;
     strata_buffer *buf = b->buf;
     Py_BEGIN_ALLOW_THREADS rc =
         to_device ? strata_worker_chip_copy_to(self->w, buf, offset, view.buf, (size_t)view.len)
                   : strata_worker_chip_copy_from(self->w, buf, offset, view.buf, (size_t)view.len);
     Py_END_ALLOW_THREADS PyBuffer_Release(&view);
+    spy_worker_leave(self);
     if (rc != STRATA_OK)
         return spy_raise(rc, NULL);
     Py_RETURN_NONE;

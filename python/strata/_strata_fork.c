@@ -7,9 +7,14 @@
  * and so holds the GIL; it releases it at once, so whichever thread of the
  * child runs a Python function takes it for the call. Armed only on the
  * thread inside spy_with_fork_hooks, which holds the GIL.
- * Must never: act on a fork it did not arm (os.fork and subprocess run
- * their own hooks; a fork from a thread without the GIL would corrupt the
- * interpreter).
+ * Also owns the fork generation every fork's child counts up (the objects
+ * of an ancestor process are disowned by it), and after a fork it did not
+ * arm (os.fork, multiprocessing) the private copies of the callables'
+ * shared tables.
+ * Must never: tell the interpreter about a fork it did not arm (os.fork
+ * and subprocess run their own hooks; a fork from a thread without the GIL
+ * would corrupt the interpreter), or call Python in the handlers of a fork
+ * it did not arm.
  */
 #include "_strata.h"
 
@@ -27,9 +32,14 @@ static void after_parent(void) {
         PyOS_AfterFork_Parent();
 }
 
+unsigned spy_fork_generation;
+
 static void after_child(void) {
-    if (!armed)
+    spy_fork_generation++; /* one thread in the child: no race */
+    if (!armed) {
+        spy_callables_after_foreign_fork();
         return;
+    }
     armed = 0;
     PyOS_AfterFork_Child(); /* this thread now holds the GIL of the child's interpreter */
     /* ... and lets it go: the child's serve loop is C, and the thread that

@@ -13,6 +13,7 @@
  */
 #include "_strata.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <signal.h>
 #include <string.h>
@@ -48,26 +49,24 @@ static int orch_live(SpyOrch *self) {
     return 0;
 }
 
-/* Runs a submit call with the GIL released when a strata thread of this
- * process may need it: a submit may wait for capacity, which thread-hosted
- * sub functions (and Python chip programs) free. Process-hosted sub
- * functions never need this process's GIL, so their submits keep it. */
+/* Runs a submit call with the GIL released: a submit may wait for
+ * capacity (a full window or heap ring), which thread-hosted sub functions
+ * and Python chip programs need the GIL to free, and during which any other
+ * Python thread of the program should run. */
 #define SUBMIT(call)                                                                               \
     do {                                                                                           \
         int rc_;                                                                                   \
-        if (self->worker->python_threads) {                                                        \
-            Py_BEGIN_ALLOW_THREADS rc_ = (call);                                                   \
-            Py_END_ALLOW_THREADS                                                                   \
-        } else {                                                                                   \
-            rc_ = (call);                                                                          \
-        }                                                                                          \
+        Py_BEGIN_ALLOW_THREADS rc_ = (call);                                                       \
+        Py_END_ALLOW_THREADS;                                                                      \
         if (rc_ != STRATA_OK)                                                                      \
             return spy_raise(rc_, NULL);                                                           \
+        spy_items_write_back(&it);                                                                 \
     } while (0)
 
 static int items_start(spy_items *it, SpyOrch *self) {
     it->nitems = 0;
     it->ntensors = 0;
+    it->nback = 0;
     it->keep = self->keep;
     return 0;
 }
@@ -353,6 +352,7 @@ typedef struct {
     PyObject_HEAD strata_run *run;
     PyObject *worker;
     PyObject *keep; /* released once the run is seen finished */
+    unsigned gen;   /* spy_fork_generation of the process that submitted it */
 } SpyRun;
 
 /* Waits for the run with the GIL released, in slices so a signal (Ctrl-C)
@@ -438,16 +438,20 @@ static int run_wait_forever(strata_run *run, uint32_t slot) {
 }
 
 /* Blocks until the run is finished, whatever signals arrive (the run's
- * memory must outlive it). */
+ * memory must outlive it). The caller holds the Worker (spy_worker_hold). */
 static void run_finish(strata_run *run) {
     Py_BEGIN_ALLOW_THREADS strata_run_wait(run, STRATA_WAIT_FOREVER);
     Py_END_ALLOW_THREADS
 }
 
 static void run_dealloc(SpyRun *self) {
-    if (self->run) {
-        if (!strata_run_done(self->run))
+    /* A run inherited through a fork is the parent's: only forgotten here. */
+    if (self->run && self->gen == spy_fork_generation) {
+        SpyWorker *w = (SpyWorker *)self->worker;
+        if (!strata_run_done(self->run) && spy_worker_hold(w)) {
             run_finish(self->run);
+            spy_worker_leave(w);
+        }
         strata_run_release(self->run);
     }
     Py_XDECREF(self->keep);
@@ -460,29 +464,64 @@ static PyObject *run_raise(SpyRun *self, int rc) {
     return spy_raise(rc, e && *e ? e : NULL);
 }
 
+static uint64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* timeout (seconds, None: forever) -> a CLOCK_MONOTONIC deadline in ns,
+ * UINT64_MAX for none: inf and a timeout past the clock's range wait
+ * forever; nan and a negative one are refused. 0 or -1 with ValueError. */
+static int deadline_of(PyObject *timeout, uint64_t *deadline) {
+    *deadline = UINT64_MAX;
+    if (timeout == Py_None)
+        return 0;
+    double s = PyFloat_AsDouble(timeout);
+    if (s == -1.0 && PyErr_Occurred())
+        return -1;
+    if (isnan(s) || s < 0) {
+        PyErr_Format(PyExc_ValueError,
+                     "strata.Run.wait: timeout must be None or >= 0 seconds, not %R", timeout);
+        return -1;
+    }
+    uint64_t now = now_ns();
+    double ns = s * 1e9;
+    /* Compared as doubles: a conversion of a value out of uint64_t's range
+     * to uint64_t is undefined. */
+    if (ns >= (double)(UINT64_MAX - now))
+        return 0;
+    *deadline = now + (uint64_t)ns;
+    return 0;
+}
+
 static PyObject *run_wait(SpyRun *self, PyObject *args, PyObject *kw) {
     static char *names[] = {"timeout", NULL};
     PyObject *timeout = Py_None;
     if (!PyArg_ParseTupleAndKeywords(args, kw, "|O:wait", names, &timeout))
         return NULL;
-    uint64_t deadline = UINT64_MAX;
-    if (timeout != Py_None) {
-        double s = PyFloat_AsDouble(timeout);
-        if (s == -1.0 && PyErr_Occurred())
-            return NULL;
-        if (s < 0)
-            s = 0;
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        deadline = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec + (uint64_t)(s * 1e9);
-    }
+    uint64_t deadline;
+    if (deadline_of(timeout, &deadline) < 0)
+        return NULL;
+    SpyWorker *w = (SpyWorker *)self->worker;
+    if (self->gen != spy_fork_generation)
+        return PyErr_Format(spy_error_class(STRATA_ESTATE),
+                            "strata.Run.wait: this run belongs to process %ld and was inherited "
+                            "through a fork",
+                            w->owner_pid);
     int rc;
-    if (strata_run_done(self->run))
+    if (strata_run_done(self->run)) {
         rc = strata_run_status(self->run);
-    else if (deadline == UINT64_MAX)
-        rc = run_wait_forever(self->run, ((SpyWorker *)self->worker)->slot);
-    else
-        rc = run_wait_slices(self->run, deadline);
+    } else if (!spy_worker_hold(w)) {
+        /* destroyed: its close waited for every admitted run */
+        rc = strata_run_status(self->run);
+    } else {
+        if (deadline == UINT64_MAX)
+            rc = run_wait_forever(self->run, w->slot);
+        else
+            rc = run_wait_slices(self->run, deadline);
+        spy_worker_leave(w);
+    }
     if (rc == 1)
         return NULL; /* the signal's exception */
     if (rc == STRATA_ETIMEDOUT && !strata_run_done(self->run))
@@ -500,6 +539,20 @@ static PyObject *run_done(SpyRun *self, PyObject *u) {
     if (d)
         Py_CLEAR(self->keep);
     return PyBool_FromLong(d);
+}
+
+static PyObject *run_stats(SpyRun *self, PyObject *u) {
+    strata_run_statistics st;
+    int rc = strata_run_stats(self->run, &st);
+    if (rc != STRATA_OK)
+        return spy_raise(rc, NULL);
+    return Py_BuildValue("{sOsKsKsKsKsKsK}", "timed", st.timed ? Py_True : Py_False, "tasks_run",
+                         (unsigned long long)st.tasks_run, "tasks_failed",
+                         (unsigned long long)st.tasks_failed, "tasks_not_run",
+                         (unsigned long long)st.tasks_not_run, "overhead_mean_ns",
+                         (unsigned long long)st.overhead_mean_ns, "overhead_max_ns",
+                         (unsigned long long)st.overhead_max_ns, "critical_path_ns",
+                         (unsigned long long)st.critical_path_ns);
 }
 
 static PyObject *run_error(SpyRun *self, PyObject *u) {
@@ -521,6 +574,8 @@ static PyMethodDef run_methods[] = {
      "wait(timeout=None): until finished; raises the run's error (strata.Timeout on timeout)."},
     {"done", (PyCFunction)run_done, METH_NOARGS, "True once finished (completed or failed)."},
     {"error", (PyCFunction)run_error, METH_NOARGS, "The run's first error text, or None."},
+    {"stats", (PyCFunction)run_stats, METH_NOARGS,
+     "stats(): strata_run_stats as a dict (complete once the run is done)."},
     {NULL},
 };
 
@@ -564,11 +619,19 @@ static int orch_trampoline(strata_orch *o, void *arg) {
     return rc;
 }
 
+static PyObject *submit_held(SpyWorker *self, PyObject *fn);
+
 PyObject *spy_worker_submit(SpyWorker *self, PyObject *fn) {
     if (!PyCallable_Check(fn))
         return PyErr_Format(PyExc_TypeError, "strata: submit(orch): %R is not callable", fn);
-    if (spy_worker_ensure_init(self) < 0)
+    if (spy_worker_ensure_init(self) < 0 || spy_worker_enter(self) < 0)
         return NULL;
+    PyObject *r = submit_held(self, fn);
+    spy_worker_leave(self);
+    return r;
+}
+
+static PyObject *submit_held(SpyWorker *self, PyObject *fn) {
     SpyOrch *orch = PyObject_New(SpyOrch, &SpyOrch_Type);
     if (!orch)
         return NULL;
@@ -607,6 +670,7 @@ PyObject *spy_worker_submit(SpyWorker *self, PyObject *fn) {
         return NULL;
     }
     r->run = run;
+    r->gen = spy_fork_generation;
     Py_INCREF(self);
     r->worker = (PyObject *)self;
     r->keep = orch->keep;

@@ -220,6 +220,49 @@ PyTypeObject SpyTensor_Type = {
               "chip buffer's view (Worker.chip_tensor).",
 };
 
+int spy_tensor_unallocated(PyObject *obj) {
+    return Py_IS_TYPE(obj, &SpyTensor_Type) && ((SpyTensor *)obj)->t.base == NULL;
+}
+
+void spy_tensor_set(PyObject *obj, const strata_tensor *t) {
+    ((SpyTensor *)obj)->t = *t;
+}
+
+/* strata.unallocated(shape, dtype=float): a Tensor without memory (only its
+ * dtype and row-major shape), for an OUT argument to give runtime memory. */
+static PyObject *make_unallocated(PyObject *m, PyObject *args, PyObject *kw) {
+    static char *names[] = {"shape", "dtype", NULL};
+    PyObject *shape, *dtype = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|O:unallocated", names, &shape, &dtype))
+        return NULL;
+    int dt = spy_dtype_of(dtype ? dtype : (PyObject *)&PyFloat_Type);
+    if (dt < 0)
+        return NULL;
+    int rank;
+    npy_intp dims[STRATA_MAX_RANK];
+    int64_t numel;
+    if (shape_of(shape, &rank, dims, &numel) < 0)
+        return NULL;
+    strata_tensor t;
+    memset(&t, 0, sizeof t);
+    t.dtype = (uint8_t)dt;
+    t.rank = (uint8_t)rank;
+    int64_t stride = 1;
+    for (int i = rank - 1; i >= 0; i--) {
+        t.shape[i] = dims[i];
+        t.strides[i] = stride;
+        stride *= dims[i];
+    }
+    return spy_tensor_new(&t, NULL);
+}
+
+static PyMethodDef tensor_functions[] = {
+    {"unallocated", (PyCFunction)(void (*)(void))make_unallocated, METH_VARARGS | METH_KEYWORDS,
+     "unallocated(shape, dtype=float): a Tensor without memory; given as strata.OUT(t) to a "
+     "submit, it gets runtime memory of the run (t then names it)."},
+    {NULL},
+};
+
 PyObject *spy_tensor_new(const strata_tensor *t, PyObject *owner) {
     SpyTensor *o = PyObject_New(SpyTensor, &SpyTensor_Type);
     if (!o)
@@ -304,6 +347,10 @@ static int array_tensor(PyArrayObject *a, strata_tensor *out, PyObject **keep) {
     return 0;
 }
 
+int spy_is_array(PyObject *obj) {
+    return PyArray_Check(obj);
+}
+
 int spy_tensor_of(PyObject *obj, strata_tensor *out, PyObject **keep) {
     if (PyArray_Check(obj))
         return array_tensor((PyArrayObject *)obj, out, keep);
@@ -345,5 +392,5 @@ int spy_tensors_init(PyObject *module) {
     Py_INCREF(&SpyTensor_Type);
     if (PyModule_AddObject(module, "Tensor", (PyObject *)&SpyTensor_Type) < 0)
         return -1;
-    return 0;
+    return PyModule_AddFunctions(module, tensor_functions);
 }

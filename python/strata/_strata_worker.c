@@ -2,14 +2,21 @@
  *
  * Owns: a strata_worker's lifetime from Python (config by keyword, lazy
  * init with the fork handlers armed and the GIL held, close and destroy
- * with the GIL released so sub workers can finish), Worker.array, the
- * registration of sub functions and the lookup of a callable's id.
+ * with the GIL released so sub workers can finish), the count of calls in
+ * progress on other threads (the C worker is destroyed when the last of
+ * them leaves a closed Worker, never under one), disowning a Worker a fork
+ * inherited, Worker.array, the registration of sub functions and the lookup
+ * of a callable's id.
  * Must never: call into strata while holding the GIL where a strata thread
- * may need it to finish (close, destroy, waits), or fork without the GIL.
+ * may need it to finish (close, destroy, waits), fork without the GIL, or
+ * hand a Worker made by another process (an ancestor, before a fork) to
+ * the library: closing it here would stop the parent's children.
  */
 #include "_strata.h"
 
+#include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 static int parse_mode(PyObject *v, strata_host_mode *out, const char *what) {
     if (!v || v == Py_None)
@@ -58,10 +65,14 @@ static int worker_init_obj(SpyWorker *self, PyObject *args, PyObject *kw) {
                             "spin_ns",
                             "startup_timeout_ns",
                             "shared_arena_bytes",
+                            "trace_path",
+                            "trace_events_per_lane",
+                            "collect_stats",
                             NULL};
-    PyObject *v[11] = {0};
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|$OOOOOOOOOOO:Worker", names, &v[0], &v[1], &v[2],
-                                     &v[3], &v[4], &v[5], &v[6], &v[7], &v[8], &v[9], &v[10]))
+    PyObject *v[14] = {0};
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|$OOOOOOOOOOOOOO:Worker", names, &v[0], &v[1],
+                                     &v[2], &v[3], &v[4], &v[5], &v[6], &v[7], &v[8], &v[9], &v[10],
+                                     &v[11], &v[12], &v[13]))
         return -1;
     if (self->w) {
         PyErr_SetString(PyExc_RuntimeError, "strata.Worker: __init__ called twice");
@@ -104,25 +115,102 @@ static int worker_init_obj(SpyWorker *self, PyObject *args, PyObject *kw) {
     if (get_u64(v[9], "startup_timeout_ns", UINT64_MAX, &cfg.startup_timeout_ns) < 0 ||
         get_u64(v[10], "shared_arena_bytes", UINT64_MAX, &cfg.shared_arena_bytes) < 0)
         return -1;
+    PyObject *path = NULL; /* the trace path as bytes: the config's copy is made at create */
+    if (v[11] && v[11] != Py_None) {
+        if (!PyUnicode_FSConverter(v[11], &path))
+            return -1;
+        cfg.trace_path = PyBytes_AS_STRING(path);
+    }
+    x = cfg.trace_events_per_lane;
+    if (get_u64(v[12], "trace_events_per_lane", UINT32_MAX, &x) < 0) {
+        Py_XDECREF(path);
+        return -1;
+    }
+    cfg.trace_events_per_lane = (uint32_t)x;
+    if (v[13] && v[13] != Py_None) {
+        int t = PyObject_IsTrue(v[13]);
+        if (t < 0) {
+            Py_XDECREF(path);
+            return -1;
+        }
+        cfg.collect_stats = t;
+    }
     int rc = strata_worker_create(&cfg, &self->w);
+    Py_XDECREF(path);
     if (rc != STRATA_OK) {
         spy_raise(rc, NULL);
         return -1;
     }
     self->mode = cfg.sub_mode;
-    self->python_threads = cfg.sub_mode == STRATA_HOST_THREAD;
+    self->gen = spy_fork_generation;
+    self->owner_pid = (long)getpid();
     if (spy_worker_slot(&self->slot) < 0)
         return -1;
     self->callables = PyDict_New();
     return self->callables ? 0 : -1;
 }
 
+int spy_worker_owned(const SpyWorker *self) {
+    return self->gen == spy_fork_generation;
+}
+
 static int check_open(SpyWorker *self) {
-    if (!self->w) {
+    if (!spy_worker_owned(self)) {
+        PyErr_Format(spy_error_class(STRATA_ESTATE),
+                     "strata.Worker: this Worker belongs to process %ld and was inherited "
+                     "through a fork; this process (%ld) cannot use it: make a new Worker here",
+                     self->owner_pid, (long)getpid());
+        return -1;
+    }
+    if (self->closed || !self->w) {
         PyErr_SetString(spy_error_class(STRATA_ECLOSED), "strata.Worker: the worker was closed");
         return -1;
     }
     return 0;
+}
+
+int spy_worker_enter(SpyWorker *self) {
+    if (check_open(self) < 0)
+        return -1;
+    self->busy++;
+    return 0;
+}
+
+int spy_worker_hold(SpyWorker *self) {
+    if (!self->w || !spy_worker_owned(self))
+        return 0;
+    self->busy++;
+    return 1;
+}
+
+/* Frees the C worker of a closed Worker no call uses any more. */
+static void destroy_if_idle(SpyWorker *self) {
+    strata_worker *w = self->w;
+    if (!w || !self->closed || self->busy > 0)
+        return;
+    self->w = NULL;
+    /* What stats() answers from now on: the figures up to the close. */
+    self->final_stats = PyMem_RawMalloc(sizeof *self->final_stats);
+    if (self->final_stats && strata_worker_stats(w, self->final_stats) != STRATA_OK) {
+        PyMem_RawFree(self->final_stats);
+        self->final_stats = NULL;
+    }
+    if (self->final_stats) {
+        self->final_stats->sub_workers = self->lanes_at_close[0];
+        self->final_stats->next_level = self->lanes_at_close[1];
+    }
+    self->trace_status = strata_worker_trace_status(w);
+    if (self->trace_status != STRATA_OK) {
+        const char *m = strata_error_message();
+        snprintf(self->trace_error, sizeof self->trace_error, "%s", m ? m : "");
+    }
+    Py_BEGIN_ALLOW_THREADS strata_worker_destroy(w); /* closed already: frees only */
+    Py_END_ALLOW_THREADS
+}
+
+void spy_worker_leave(SpyWorker *self) {
+    self->busy--;
+    destroy_if_idle(self);
 }
 
 int spy_worker_ensure_init(SpyWorker *self) {
@@ -141,19 +229,36 @@ int spy_worker_ensure_init(SpyWorker *self) {
     return 0;
 }
 
+/* Closes the C worker (waits for its admitted runs) and destroys it unless
+ * a call on another thread still uses it: that call's leave does. A Worker
+ * inherited through a fork is only forgotten: its memory is the parent's
+ * worker as it was at the fork, and its children are the parent's. */
 static void shut(SpyWorker *self) {
-    strata_worker *w = self->w;
-    if (!w)
+    if (self->closed || !self->w)
         return;
-    self->w = NULL;
     self->closed = 1;
+    if (!spy_worker_owned(self)) {
+        self->w = NULL;
+        return;
+    }
+    strata_worker *w = self->w;
+    self->busy++;
+    /* The library's statistics after a close count no sub / next-level
+     * workers (their lanes' figures stay): stats() after close answers with
+     * the counts as they were. */
+    strata_worker_statistics *st = PyMem_RawMalloc(sizeof *st);
+    if (st && strata_worker_stats(w, st) == STRATA_OK) {
+        self->lanes_at_close[0] = st->sub_workers;
+        self->lanes_at_close[1] = st->next_level;
+    }
+    PyMem_RawFree(st);
     Py_BEGIN_ALLOW_THREADS strata_worker_close(w);
-    strata_worker_destroy(w);
-    Py_END_ALLOW_THREADS
+    Py_END_ALLOW_THREADS spy_worker_leave(self);
 }
 
 static void worker_dealloc(SpyWorker *self) {
     shut(self);
+    PyMem_RawFree(self->final_stats);
     Py_XDECREF(self->callables);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
@@ -165,7 +270,8 @@ static PyObject *worker_init_method(SpyWorker *self, PyObject *unused) {
 }
 
 static PyObject *worker_abort(SpyWorker *self, PyObject *unused) {
-    spy_worker_abort(self->slot);
+    if (spy_worker_owned(self)) /* an inherited one's tasks are the parent's */
+        spy_worker_abort(self->slot);
     Py_RETURN_NONE;
 }
 
@@ -179,11 +285,16 @@ static PyObject *worker_array(SpyWorker *self, PyObject *args, PyObject *kw) {
     PyObject *shape, *dtype = NULL;
     if (!PyArg_ParseTupleAndKeywords(args, kw, "O|O:array", names, &shape, &dtype))
         return NULL;
-    if (check_open(self) < 0)
+    if (spy_worker_enter(self) < 0)
         return NULL;
     PyObject *dt = dtype ? dtype : (PyObject *)&PyFloat_Type;
-    return spy_buffer_array((PyObject *)self, self->w, shape, dt);
+    PyObject *a = spy_buffer_array((PyObject *)self, self->w, shape, dt);
+    spy_worker_leave(self);
+    return a;
 }
+
+static PyObject *register_fn(SpyWorker *self, PyObject *fn, PyObject *name, int kind,
+                             PyObject *revivable);
 
 /* _register(fn, name, kind, revivable): kind 0 = sub function. */
 static PyObject *worker_register(SpyWorker *self, PyObject *args) {
@@ -191,8 +302,15 @@ static PyObject *worker_register(SpyWorker *self, PyObject *args) {
     int kind;
     if (!PyArg_ParseTuple(args, "OUiO:_register", &fn, &name, &kind, &revivable))
         return NULL;
-    if (check_open(self) < 0)
+    if (spy_worker_enter(self) < 0)
         return NULL;
+    PyObject *c = register_fn(self, fn, name, kind, revivable);
+    spy_worker_leave(self);
+    return c;
+}
+
+static PyObject *register_fn(SpyWorker *self, PyObject *fn, PyObject *name, int kind,
+                             PyObject *revivable) {
     if (!PyCallable_Check(fn))
         return PyErr_Format(PyExc_TypeError, "strata: register: %R is not callable", fn);
     const char *cname = PyUnicode_AsUTF8(name);
@@ -259,18 +377,92 @@ int spy_callable_id(SpyWorker *self, PyObject *fn, int kind, strata_callable *ou
     return 0;
 }
 
+static PyObject *lane_dict(const strata_lane_stats *l) {
+    return Py_BuildValue("{sKsKsK}", "tasks_run", (unsigned long long)l->tasks_run, "tasks_failed",
+                         (unsigned long long)l->tasks_failed, "busy_ns",
+                         (unsigned long long)l->busy_ns);
+}
+
+static PyObject *lanes_list(const strata_lane_stats *l, uint32_t n) {
+    PyObject *list = PyList_New(n);
+    for (uint32_t i = 0; list && i < n; i++) {
+        PyObject *d = lane_dict(&l[i]);
+        if (!d) {
+            Py_CLEAR(list);
+            break;
+        }
+        PyList_SET_ITEM(list, i, d);
+    }
+    return list;
+}
+
+/* strata_worker_statistics as a dict of the same field names. */
+static PyObject *stats_dict(const strata_worker_statistics *st) {
+    PyObject *sub = lanes_list(st->sub, st->sub_workers);
+    PyObject *next = lanes_list(st->next, st->next_level);
+    PyObject *helper = lane_dict(&st->helper);
+    PyObject *d = NULL;
+    if (sub && next && helper)
+        d = Py_BuildValue(
+            "{sOsIsIsKsOsOsOsKsKsKsIs[KKKK]sKsK}", "timed", st->timed ? Py_True : Py_False,
+            "sub_workers", st->sub_workers, "next_level", st->next_level, "elapsed_ns",
+            (unsigned long long)st->elapsed_ns, "sub", sub, "helper", helper, "next", next,
+            "overhead_tasks", (unsigned long long)st->overhead_tasks, "overhead_mean_ns",
+            (unsigned long long)st->overhead_mean_ns, "overhead_max_ns",
+            (unsigned long long)st->overhead_max_ns, "window_high_water", st->window_high_water,
+            "heap_ring_high_water_bytes", (unsigned long long)st->heap_ring_high_water_bytes[0],
+            (unsigned long long)st->heap_ring_high_water_bytes[1],
+            (unsigned long long)st->heap_ring_high_water_bytes[2],
+            (unsigned long long)st->heap_ring_high_water_bytes[3], "trace_events",
+            (unsigned long long)st->trace_events, "trace_dropped",
+            (unsigned long long)st->trace_dropped);
+    Py_XDECREF(sub);
+    Py_XDECREF(next);
+    Py_XDECREF(helper);
+    return d;
+}
+
+static PyObject *worker_stats(SpyWorker *self, PyObject *unused) {
+    if (self->closed && self->final_stats && !self->w)
+        return stats_dict(self->final_stats);
+    if (spy_worker_enter(self) < 0)
+        return NULL;
+    strata_worker_statistics *st = PyMem_RawMalloc(sizeof *st);
+    if (!st) {
+        spy_worker_leave(self);
+        return PyErr_NoMemory();
+    }
+    int rc = strata_worker_stats(self->w, st);
+    spy_worker_leave(self);
+    PyObject *d = rc == STRATA_OK ? stats_dict(st) : spy_raise(rc, NULL);
+    PyMem_RawFree(st);
+    return d;
+}
+
+/* The trace file's fate, once closed: None when written (or not asked
+ * for), else why it could not be. */
+static PyObject *worker_trace_error(SpyWorker *self, PyObject *unused) {
+    if (!self->closed || self->w)
+        Py_RETURN_NONE;
+    if (self->trace_status == STRATA_OK)
+        Py_RETURN_NONE;
+    return PyUnicode_DecodeUTF8(self->trace_error, (Py_ssize_t)strlen(self->trace_error),
+                                "replace");
+}
+
 static PyObject *worker_submit(SpyWorker *self, PyObject *orch) {
     return spy_worker_submit(self, orch);
 }
 
 static PyObject *get_initialized(SpyWorker *self, void *u) {
-    return PyBool_FromLong(self->initialized && self->w);
+    return PyBool_FromLong(self->initialized && !self->closed && self->w);
 }
 static PyObject *get_closed(SpyWorker *self, void *u) {
     return PyBool_FromLong(self->closed);
 }
 static PyObject *get_sub_slots(SpyWorker *self, void *u) {
-    return PyLong_FromUnsignedLong(self->w ? strata_worker_sub_slots(self->w) : 0);
+    return PyLong_FromUnsignedLong(
+        self->w && spy_worker_owned(self) ? strata_worker_sub_slots(self->w) : 0);
 }
 static PyObject *get_sub_mode(SpyWorker *self, void *u) {
     return PyUnicode_FromString(self->mode == STRATA_HOST_PROCESS ? "process" : "thread");
@@ -307,6 +499,10 @@ static PyMethodDef worker_methods[] = {
      "chip_copy_to(chip, dev, array, offset=0): host array -> device (synchronous)."},
     {"chip_copy_from", (PyCFunction)spy_worker_chip_copy_from, METH_VARARGS,
      "chip_copy_from(chip, array, dev, offset=0): device -> host array (synchronous)."},
+    {"stats", (PyCFunction)worker_stats, METH_NOARGS,
+     "stats(): strata_worker_stats as a dict (after close: the figures up to the close)."},
+    {"trace_error", (PyCFunction)worker_trace_error, METH_NOARGS,
+     "trace_error(): after close, why the trace file could not be written, or None."},
     {"submit", (PyCFunction)worker_submit, METH_O,
      "submit(orch): call orch(o) to build a run's graph; returns the strata.Run."},
     {NULL},

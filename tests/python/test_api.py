@@ -330,3 +330,44 @@ def test_worker_close_is_idempotent_and_reports_closed():
     w.close()
     w.close()
     assert w.closed
+
+
+# ---- OUT tensors without memory (strata.unallocated) ----------------------------
+
+
+def total_into(out, a):
+    out[0] = a.sum()
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_out_without_memory_gets_runtime_memory(mode):
+    with strata.Worker(sub_workers=2, sub_mode=mode) as w:
+        f, tot = w.register_sub(fill), w.register_sub(total_into)
+        res = w.array((3,), np.float64)
+        seen = []
+
+        def orch(o):
+            for i in range(3):
+                t = strata.unallocated((2, 4), np.float64)
+                assert t.ptr == 0
+                o.submit_sub(f, strata.OUT(t), float(i + 1))
+                seen.append((t.ptr, t.shape, t.dtype))
+                o.submit_sub(tot, strata.OUT_EXISTING(res[i:i + 1]), strata.IN(t))
+
+        w.run(orch)
+        assert list(res) == [8.0, 16.0, 24.0]
+        assert all(p != 0 and s == (2, 4) and d == np.float64 for p, s, d in seen)
+        assert len({p for p, _, _ in seen}) == 3  # one allocation per task
+
+
+def test_a_tensor_without_memory_only_goes_out():
+    with strata.Worker(sub_workers=1) as w:
+        f = w.register_sub(fill)
+
+        def orch(o):
+            with pytest.raises(ValueError, match="without memory"):
+                o.submit_sub(f, strata.IN(strata.unallocated(4)), 1.0)
+            with pytest.raises(ValueError, match="without memory"):
+                o.submit_sub(f, strata.INOUT(strata.unallocated(4)), 1.0)
+
+        w.run(orch)
