@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/endpoint.h"
 #include "core/engine.h"
@@ -22,25 +23,60 @@
 #include "util/clock.h"
 #include "util/error.h"
 
-/* Top-level workers of this process that took STRATA_TRACE: the second one
- * writes FILE.2, and so on (one process-wide counter, not state of a worker). */
+/* Top-level workers that took STRATA_TRACE, and the process they were
+ * counted in (process-wide state, not a worker's). A forked child inherits
+ * both: its pid differs from `env_pid`, so it knows another process already
+ * names files after STRATA_TRACE and puts its own pid into its names. */
 static _Atomic unsigned env_users;
+static _Atomic long env_pid;
+static _Atomic int env_forked; /* this process is such a child */
 
-/* STRATA_OK with *out NULL when STRATA_TRACE is unset or empty. */
+/* `env` with each "%p" replaced by the pid and "%%" by "%", into p (cap). */
+static void expand_pid(char *p, size_t cap, const char *env, long pid) {
+    size_t o = 0;
+    for (const char *s = env; *s && o + 1 < cap; s++) {
+        if (s[0] == '%' && s[1] == 'p') {
+            int n = snprintf(p + o, cap - o, "%ld", pid);
+            o = n > 0 && (size_t)n < cap - o ? o + (size_t)n : cap - 1;
+            s++;
+        } else if (s[0] == '%' && s[1] == '%') {
+            p[o++] = '%';
+            s++;
+        } else {
+            p[o++] = *s;
+        }
+    }
+    p[o] = '\0';
+}
+
+/* STRATA_OK with *out NULL when STRATA_TRACE is unset or empty. The first
+ * worker of the first process takes FILE, further ones FILE.2, FILE.3...; in
+ * a process forked from one that took names already, FILE.<pid>,
+ * FILE.<pid>.2... (docs/tracing.md, "Recording a trace"). */
 static int env_trace_path(char **out) {
     *out = NULL;
     const char *env = getenv("STRATA_TRACE");
     if (!env || !env[0])
         return STRATA_OK;
+    long pid = (long)getpid();
+    long first = 0;
+    if (!atomic_compare_exchange_strong(&env_pid, &first, pid) && first != pid) {
+        /* a forked child: its count starts again, under its own pid */
+        atomic_store(&env_pid, pid);
+        atomic_store(&env_users, 0);
+        atomic_store(&env_forked, 1);
+    }
     unsigned n = atomic_fetch_add(&env_users, 1) + 1;
-    size_t len = strlen(env) + 16;
+    size_t len = strlen(env) * 8 + 48; /* each "%p" (2 bytes) grows to at most 20 */
     char *p = st_malloc(len);
     if (!p)
         return st_fail_nomem("strata_worker_create: the STRATA_TRACE file name", len);
-    if (n == 1)
-        snprintf(p, len, "%s", env);
-    else
-        snprintf(p, len, "%s.%u", env, n);
+    expand_pid(p, len, env, pid);
+    size_t o = strlen(p);
+    if (atomic_load(&env_forked) && !strstr(env, "%p")) /* "%p" named it per process already */
+        o += (size_t)snprintf(p + o, len - o, ".%ld", pid);
+    if (n > 1)
+        snprintf(p + o, len - o, ".%u", n);
     *out = p;
     return STRATA_OK;
 }
@@ -79,6 +115,9 @@ void st_trace_destroy(strata_worker *w) {
 
 void st_trace_start(strata_worker *w) {
     w->trace.t0 = st_now_ns();
+    /* Kept for strata_worker_stats after close, which empties the tables. */
+    w->stats.sub_workers = (uint32_t)w->nsubs;
+    w->stats.next_level = (uint32_t)w->nnext;
 }
 
 void st_trace_finish(strata_worker *w) {
@@ -162,10 +201,25 @@ static void chip_phases(strata_worker *w, st_slot *s, const st_completion *c, in
     st_trace_lane_commit(&w->trace.engine);
 }
 
+/* A completion's start and end, if they describe this dispatch: t_dispatch
+ * <= t_start <= t_end, and for a child process's times (read in another
+ * process, handed back in shared memory the child can scribble on) t_end <=
+ * the parent's now (taken here, at the drain: later than the completion, so
+ * never too strict). Times that fail are dropped and counted; times of 0
+ * were not measured (a kind that measures nothing). */
+static int times_trusted(strata_worker *w, const st_slot *s, const st_completion *c) {
+    if (c->t_start == 0 && c->t_end == 0)
+        return 0;
+    int ok = c->t_start != 0 && c->t_start >= s->t_dispatch && c->t_end >= c->t_start;
+    if (ok && c->ep->pid != 0)
+        ok = c->t_end <= st_now_ns();
+    if (!ok)
+        w->trace.times_rejected++;
+    return ok;
+}
+
 void st_trace_task_end(strata_worker *w, st_slot *s, const st_completion *c) {
-    /* Times an endpoint did not write this time (a kind that measures
-     * nothing, a record reused) are older than this dispatch: not measured. */
-    int measured = c->t_start != 0 && c->t_start >= s->t_dispatch && c->t_end >= c->t_start;
+    int measured = times_trusted(w, s, c);
     uint64_t now = measured ? c->t_end : st_now_ns(); /* one clock read fewer per task */
     uint64_t start = measured ? c->t_start : s->t_dispatch;
     uint64_t end = now;

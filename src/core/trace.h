@@ -47,7 +47,8 @@ typedef struct st_trace {
     uint64_t t0;     /* monotonic ns of ts 0 (init) */
     uint64_t end_ns; /* close: the end of elapsed_ns */
     st_trace_lane engine;
-    st_error status; /* writing the file */
+    uint64_t times_rejected; /* completions whose start/end failed the bounds (trace.c) */
+    st_error status;         /* writing the file */
 } st_trace;
 
 struct strata_worker;

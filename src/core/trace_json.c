@@ -42,16 +42,54 @@ typedef struct writer {
     int lanes; /* thread_name entries written */
 } writer;
 
-static void put_str(FILE *f, const char *s) {
+/* The length of the well-formed UTF-8 sequence at s (RFC 3629: no overlong
+ * forms, no surrogates, nothing above U+10FFFF), or 0. */
+static int utf8_len(const unsigned char *s) {
+    unsigned char c = s[0];
+    int n;
+    uint32_t cp;
+    if (c < 0x80)
+        return 1;
+    if (c >= 0xc2 && c <= 0xdf)
+        n = 2, cp = c & 0x1fu;
+    else if (c >= 0xe0 && c <= 0xef)
+        n = 3, cp = c & 0x0fu;
+    else if (c >= 0xf0 && c <= 0xf4)
+        n = 4, cp = c & 0x07u;
+    else
+        return 0;
+    for (int i = 1; i < n; i++) {
+        if ((s[i] & 0xc0) != 0x80) /* also stops at the terminating NUL */
+            return 0;
+        cp = cp << 6 | (s[i] & 0x3fu);
+    }
+    if ((n == 3 && cp < 0x800) || (n == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
+        (cp >= 0xd800 && cp <= 0xdfff))
+        return 0;
+    return n;
+}
+
+/* A JSON string: names and labels come from callers and backends, so bytes
+ * that are not UTF-8 become U+FFFD (one per byte) and control characters are
+ * escaped; viewers (Perfetto) refuse a file with either raw. */
+static void put_str(FILE *f, const char *str) {
+    const unsigned char *s = (const unsigned char *)str;
     fputc('"', f);
-    for (; *s; s++) {
-        unsigned char ch = (unsigned char)*s;
+    while (*s) {
+        unsigned char ch = *s;
+        int n = utf8_len(s);
+        if (n == 0) {
+            fputs("\\ufffd", f);
+            s++;
+            continue;
+        }
         if (ch == '"' || ch == '\\')
             fprintf(f, "\\%c", ch);
-        else if (ch < 0x20)
+        else if (ch < 0x20 || ch == 0x7f)
             fprintf(f, "\\u%04x", ch);
         else
-            fputc(ch, f);
+            fwrite(s, 1, (size_t)n, f);
+        s += n;
     }
     fputc('"', f);
 }
@@ -394,6 +432,27 @@ static int index_tasks(writer *wr) {
     return STRATA_OK;
 }
 
+/* The whole file into f; nonzero if a write failed. */
+static int put_file(writer *wr) {
+    strata_worker *w = wr->w;
+    fputs("{\"traceEvents\":[", wr->f);
+    put_metadata(wr);
+    put_events(wr);
+    fprintf(wr->f,
+            "\n],\"displayTimeUnit\":\"ns\",\"otherData\":{\"producer\":\"strata\","
+            "\"strata_version\":\"%d.%d.%d\",\"format\":1,\"clock\":\"CLOCK_MONOTONIC\","
+            "\"t0_ns\":%llu,\"dropped\":%llu,\"times_rejected\":%llu,\"lanes\":%d}}\n",
+            STRATA_VERSION_MAJOR, STRATA_VERSION_MINOR, STRATA_VERSION_PATCH,
+            (unsigned long long)w->trace.t0, (unsigned long long)w->trace.engine.dropped,
+            (unsigned long long)w->trace.times_rejected, wr->lanes);
+    int bad = ferror(wr->f);
+    bad |= fflush(wr->f) != 0;
+    return bad;
+}
+
+/* Written to PATH.tmp.<pid> and renamed over PATH once complete: a crash
+ * mid-write leaves the old file (or none) and a stray temporary, never a
+ * truncated PATH, and a reader sees the old file or the new one whole. */
 int st_trace_write(strata_worker *w, const char *path) {
     writer wr = {.w = w,
                  .ev = w->trace.engine.ev,
@@ -403,26 +462,33 @@ int st_trace_write(strata_worker *w, const char *path) {
     int rc = index_tasks(&wr);
     if (rc != STRATA_OK)
         return rc;
-    wr.f = fopen(path, "w");
-    if (!wr.f) {
+    size_t len = strlen(path) + 32;
+    char *tmp = st_malloc(len);
+    if (!tmp) {
         st_free(wr.tasks);
-        return st_fail(STRATA_EINVAL, "writing the trace: cannot open trace_path '%s': %s", path,
-                       strerror(errno));
+        return st_fail_nomem("writing the trace: the temporary file's name", len);
     }
-    fputs("{\"traceEvents\":[", wr.f);
-    put_metadata(&wr);
-    put_events(&wr);
-    fprintf(wr.f,
-            "\n],\"displayTimeUnit\":\"ns\",\"otherData\":{\"producer\":\"strata\","
-            "\"strata_version\":\"%d.%d.%d\",\"format\":1,\"clock\":\"CLOCK_MONOTONIC\","
-            "\"t0_ns\":%llu,\"dropped\":%llu,\"lanes\":%d}}\n",
-            STRATA_VERSION_MAJOR, STRATA_VERSION_MINOR, STRATA_VERSION_PATCH,
-            (unsigned long long)w->trace.t0, (unsigned long long)w->trace.engine.dropped, wr.lanes);
-    int bad = ferror(wr.f);
-    bad |= fclose(wr.f) != 0;
+    snprintf(tmp, len, "%s.tmp.%ld", path, wr.pid);
+    wr.f = fopen(tmp, "w");
+    if (!wr.f) {
+        rc = st_fail(STRATA_EINVAL, "writing the trace: cannot open '%s' (for trace_path '%s'): %s",
+                     tmp, path, strerror(errno));
+        st_free(tmp);
+        st_free(wr.tasks);
+        return rc;
+    }
+    int bad = put_file(&wr);
+    int err = bad ? errno : 0;
+    if (fclose(wr.f) != 0 && !bad)
+        bad = 1, err = errno;
+    if (!bad && rename(tmp, path) != 0)
+        bad = 1, err = errno;
+    if (bad) {
+        unlink(tmp); /* nothing half-written stays behind */
+        rc = st_fail(STRATA_EINVAL, "writing the trace: writing '%s' failed: %s", path,
+                     strerror(err));
+    }
+    st_free(tmp);
     st_free(wr.tasks);
-    if (bad)
-        return st_fail(STRATA_EINVAL, "writing the trace: writing '%s' failed: %s", path,
-                       strerror(errno));
-    return STRATA_OK;
+    return rc;
 }
