@@ -92,7 +92,7 @@ int st_trace_create(strata_worker *w) {
         STRATA_TRY(env_trace_path(&t->path));
     }
     w->cfg.trace_path = t->path; /* the caller's string may go */
-    if (t->path) {
+    if (t->path && STRATA_TRACE_COMPILED) {
         int rc = st_trace_lane_init(&t->engine, w->cfg.trace_events_per_lane);
         if (rc != STRATA_OK) {
             st_free(t->path);
@@ -101,7 +101,7 @@ int st_trace_create(strata_worker *w) {
         }
         t->on = 1;
     }
-    t->timed = t->on || w->cfg.collect_stats;
+    t->timed = STRATA_TRACE_COMPILED && (t->on || w->cfg.collect_stats);
     w->stats.timed = t->timed;
     return STRATA_OK;
 }

@@ -35,6 +35,16 @@ enum { ST_TEVF_MEASURED = 1 }; /* start/end were read where the body ran */
  * orchestration function returned (the run's own phases are st_run_phase). */
 #define ST_TRACE_BUILT 0u
 
+/* 0: the recording and timing hooks are compiled out (CMake
+ * STRATA_TRACE_COMPILED=OFF, and bench_trace's "no tracing" anchor): every
+ * point below folds to nothing and tracing cannot be switched on. */
+#ifndef STRATA_TRACE_COMPILED
+#define STRATA_TRACE_COMPILED 1
+#endif
+/* The engine's tests at its record points: tracing on, tasks timed. */
+#define ST_TRACING(w) (STRATA_TRACE_COMPILED && (w)->trace.on)
+#define ST_TIMED(w) (STRATA_TRACE_COMPILED && (w)->trace.timed)
+
 /* Worker numbers in a task event: sub i is i, the helper is nsubs, next-level
  * worker j is ST_TRACE_NEXT + j. */
 #define ST_TRACE_NEXT 0x10000
