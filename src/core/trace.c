@@ -19,6 +19,7 @@
 #include "core/run.h"
 #include "core/slot.h"
 #include "core/trace.h"
+#include "core/trace_child.h"
 #include "util/alloc.h"
 #include "util/clock.h"
 #include "util/error.h"
@@ -84,6 +85,7 @@ static int env_trace_path(char **out) {
 int st_trace_create(strata_worker *w) {
     st_trace *t = &w->trace;
     st_error_init(&t->status);
+    t->lane = &t->engine; /* empty until tracing maps it */
     if (w->cfg.trace_path) {
         t->path = st_strdup(w->cfg.trace_path);
         if (!t->path)
@@ -108,6 +110,7 @@ int st_trace_create(strata_worker *w) {
 
 void st_trace_destroy(strata_worker *w) {
     st_trace_lane_free(&w->trace.engine);
+    st_trace_regions_free(w);
     st_free(w->trace.path);
     w->trace.path = NULL;
     w->cfg.trace_path = NULL;
@@ -127,7 +130,9 @@ void st_trace_finish(strata_worker *w) {
     st_engine_unlock(w);
     if (!t->on)
         return;
-    t->on = 0; /* written once */
+    t->on = 0;   /* written once */
+    if (t->into) /* a child Worker in a process: its parent writes the file */
+        return;
     int rc = st_trace_write(w, t->path);
     if (rc != STRATA_OK)
         st_error_set(&t->status, rc, "strata_worker_close: %s", strata_error_message());
@@ -161,7 +166,7 @@ void st_stats_count(strata_worker *w, st_slot *s, const st_completion *c) {
 /* ---- record points ------------------------------------------------------- */
 
 static st_trace_event *next_event(strata_worker *w, uint64_t now) {
-    return w->trace.on ? st_trace_lane_next(&w->trace.engine, now) : NULL;
+    return w->trace.on ? st_trace_lane_next(w->trace.lane, now) : NULL;
 }
 
 static void edges_of(strata_worker *w, st_slot *s, uint64_t now, uint64_t *longest) {
@@ -179,7 +184,7 @@ static void edges_of(strata_worker *w, st_slot *s, uint64_t now, uint64_t *longe
                               .a = (uint32_t)p->seq,
                               .b = (uint32_t)s->seq,
                               .kind = ST_TEV_EDGE};
-        st_trace_lane_commit(&w->trace.engine);
+        st_trace_lane_commit(w->trace.lane);
     }
 }
 
@@ -198,7 +203,7 @@ static void chip_phases(strata_worker *w, st_slot *s, const st_completion *c, in
                           .b = (uint32_t)s->callable,
                           .worker = num,
                           .kind = ST_TEV_CHIP};
-    st_trace_lane_commit(&w->trace.engine);
+    st_trace_lane_commit(w->trace.lane);
 }
 
 /* A completion's start and end, if they describe this dispatch: t_dispatch
@@ -213,8 +218,11 @@ static int times_trusted(strata_worker *w, const st_slot *s, const st_completion
     int ok = c->t_start != 0 && c->t_start >= s->t_dispatch && c->t_end >= c->t_start;
     if (ok && c->ep->pid != 0)
         ok = c->t_end <= st_now_ns();
-    if (!ok)
+    if (!ok) {
         w->trace.times_rejected++;
+        if (w->trace.into) /* the parent reads the region, not this process's count */
+            w->trace.into->times_rejected++;
+    }
     return ok;
 }
 
@@ -261,7 +269,7 @@ void st_trace_task_end(strata_worker *w, st_slot *s, const st_completion *c) {
         .status = c->status == STRATA_OK ? 0 : 1,
         .flags = measured ? ST_TEVF_MEASURED : 0,
     };
-    st_trace_lane_commit(&w->trace.engine);
+    st_trace_lane_commit(w->trace.lane);
     if (!c->ep->is_sub)
         chip_phases(w, s, c, num);
 }
@@ -279,7 +287,7 @@ void st_trace_not_run(strata_worker *w, st_slot *s) {
                           .worker = -1,
                           .kind = ST_TEV_NOT_RUN,
                           .status = s->fail_status == STRATA_ECANCELED ? 2 : 1};
-    st_trace_lane_commit(&w->trace.engine);
+    st_trace_lane_commit(w->trace.lane);
 }
 
 void st_trace_phase(strata_worker *w, st_run *r, uint32_t phase) {
@@ -288,7 +296,7 @@ void st_trace_phase(strata_worker *w, st_run *r, uint32_t phase) {
     if (!e)
         return;
     *e = (st_trace_event){.ts = now, .run = r->id, .a = phase, .kind = ST_TEV_PHASE};
-    st_trace_lane_commit(&w->trace.engine);
+    st_trace_lane_commit(w->trace.lane);
 }
 
 void st_trace_wait(strata_worker *w, uint64_t began, int heap) {
@@ -297,5 +305,5 @@ void st_trace_wait(strata_worker *w, uint64_t began, int heap) {
     if (!e)
         return;
     *e = (st_trace_event){.ts = now, .t = {began}, .a = (uint32_t)heap, .kind = ST_TEV_WAIT};
-    st_trace_lane_commit(&w->trace.engine);
+    st_trace_lane_commit(w->trace.lane);
 }

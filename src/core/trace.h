@@ -57,6 +57,10 @@ typedef struct st_trace {
     uint64_t t0;     /* monotonic ns of ts 0 (init) */
     uint64_t end_ns; /* close: the end of elapsed_ns */
     st_trace_lane engine;
+    st_trace_lane *lane; /* where the record points write: &engine, or the region of `into` */
+    struct st_trace_region *into; /* a child Worker in a process: its parent's region (no file) */
+    /* The parent's regions for its process children (trace_child.c), by next-level id. */
+    struct st_trace_region *child[STRATA_MAX_NEXT_LEVEL];
     uint64_t times_rejected; /* completions whose start/end failed the bounds (trace.c) */
     st_error status;         /* writing the file */
 } st_trace;
@@ -82,6 +86,12 @@ void st_trace_phase(struct strata_worker *w, struct strata_run *r, uint32_t phas
 void st_trace_wait(struct strata_worker *w, uint64_t began, int heap);
 /* Counts every task end, timed or not (engine lock held). */
 void st_stats_count(struct strata_worker *w, struct st_slot *s, const struct st_completion *c);
+
+/* The regions of process children (trace_child.c): unmapped at destroy. */
+void st_trace_regions_free(struct strata_worker *w);
+/* The names a worker's events refer to, from w itself (trace_child.c). */
+struct st_trace_names;
+void st_trace_names_of(struct strata_worker *w, struct st_trace_names *out);
 
 /* The file (trace_json.c): STRATA_OK or the failure, described. */
 int st_trace_write(struct strata_worker *w, const char *path);

@@ -286,6 +286,7 @@ static int add_thread_child(strata_worker *parent, const strata_child_config *cf
 typedef struct proc_child_arg {
     strata_child_config cfg;
     char name[48];
+    st_trace_region *trace; /* the parent's region for the inner worker's events, or NULL */
 } proc_child_arg;
 
 /* The child's own state (in the child process only). */
@@ -302,7 +303,15 @@ static int worker_kind_init(void *arg, void **self) {
     if (!s)
         return st_fail_nomem("child Worker: its state", sizeof *s);
     snprintf(s->label, sizeof s->label, "%s", a->name);
-    int rc = st_worker_child_bring_up(&a->cfg, a->name, 1, &s->inner);
+    int rc = st_worker_child_bring_up(&a->cfg, a->name, 0, &s->inner);
+    if (rc == STRATA_OK) {
+        st_trace_record_into(s->inner, a->trace); /* before init: its subs are timed too */
+        rc = strata_worker_init(s->inner);
+        if (rc == STRATA_OK)
+            st_trace_region_named(s->inner);
+        else
+            strata_worker_destroy(s->inner);
+    }
     if (rc != STRATA_OK) {
         st_free(s);
         return rc;
@@ -358,6 +367,7 @@ int st_worker_child_add_process(strata_worker *parent, const strata_child_config
     a->cfg = *cfg;
     name_child(a->name, sizeof a->name, cfg, next_id);
     a->cfg.name = NULL; /* a->name is the label the child uses */
+    a->trace = st_trace_region_new(parent, next_id, ST_REGION_WORKER);
     st_proc_ep_config pc;
     memset(&pc, 0, sizeof pc);
     pc.kind = &st_worker_child_kind;
