@@ -161,6 +161,13 @@ static void a_process_child_workers_tasks_have_lanes_of_their_own_on_the_same_cl
     run_l4(path, 0);
     snprintf(what, sizeof what, "worker %s %d %d", path, INNER_TASKS, RUNS);
     assert_int_equal(check(path, what), 0);
+    /* strata-trace reads the child's runs as runs of their own */
+    char here[512], cmd[1400];
+    snprintf(here, sizeof here, "%s", __FILE__);
+    snprintf(cmd, sizeof cmd,
+             "/usr/bin/python3 %s/../../tools/strata-trace summary %s | grep -q '^  run n0/2: '",
+             dirname(here), path);
+    assert_int_equal(system(cmd), 0);
     unlink(path);
 }
 
