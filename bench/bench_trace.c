@@ -203,43 +203,20 @@ static double per_event_once(st_trace_lane *l) {
     return (double)(t1 - t0) / 1e3 / l->cap;
 }
 
-/* A process child's lane (core/trace_child.c): each event claims its record
- * with one atomic add and publishes it with a release store, as a process
- * chip's threads record. */
-static double per_event_claimed_once(st_trace_lane *l) {
-    atomic_store_explicit(&l->count, 0, memory_order_relaxed);
-    uint64_t t0 = bench_now_ns();
-    for (uint32_t i = 0; i < l->cap; i++) {
-        uint64_t now = st_now_ns();
-        st_trace_event *e = st_trace_lane_claim(l, now);
-        if (!e)
-            break;
-        e->ts = now;
-        e->run = 1;
-        e->a = i;
-        st_trace_lane_publish(e, 1);
-    }
-    uint64_t t1 = bench_now_ns();
-    return (double)(t1 - t0) / 1e3 / l->cap;
-}
-
 static int measure_per_event(const bench_options *opt, bench_report *report) {
     st_trace_lane l;
     if (st_trace_lane_init(&l, opt->quick ? 1u << 14 : 1u << 18) != STRATA_OK)
         return failed("st_trace_lane_init", STRATA_ENOMEM);
-    static bench_series s, claimed;
+    static bench_series s;
     per_event_once(&l); /* the lane's pages and the clock's code paths warm */
-    for (int r = 0; r < opt->reps; r++) {
+    for (int r = 0; r < opt->reps; r++)
         bench_series_add(&s, per_event_once(&l));
-        bench_series_add(&claimed, per_event_claimed_once(&l));
-    }
     st_trace_lane_free(&l);
     bench_table *t = bench_report_table(report,
                                         "per recorded event: clock read + one 64-byte record, "
                                         "tight loop, median of %d",
                                         opt->reps);
     bench_table_row(t, "per event", "us", &s, TARGET_EVENT_US);
-    bench_table_row(t, "per event, child process lane", "us", &claimed, TARGET_EVENT_US);
     bench_table_print(t);
     return 0;
 }

@@ -372,7 +372,7 @@ int st_args_misuse_take(char *msg, size_t cap);
  * child. */
 typedef struct st_trace_region st_trace_region;
 typedef enum st_trace_region_kind {
-    ST_REGION_CHIP = 1, /* a process chip: its native phases, from any of its threads */
+    ST_REGION_CHIP = 1, /* a process chip: its native phases (under its driver's lock) */
     ST_REGION_WORKER,   /* a process child Worker: its inner engine's events, and names */
 } st_trace_region_kind;
 
@@ -381,7 +381,8 @@ typedef enum st_trace_region_kind {
  * that child's own events are then missing, nothing else). */
 st_trace_region *st_trace_region_new(st_engine *e, int worker_id, st_trace_region_kind kind);
 /* Child: a process chip's native phases of one task (as st_completion.native),
- * on the lane of next-level worker `worker_id`. */
+ * on the lane of next-level worker `worker_id`; one caller at a time (the
+ * chip driver's lock). */
 void st_trace_region_chip(st_trace_region *r, int worker_id, uint64_t run, uint32_t callable,
                           const uint64_t native[5]);
 /* Child: the inner worker of a child Worker records into r instead of a

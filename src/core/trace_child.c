@@ -4,8 +4,8 @@
  *
  * Owns: mapping and unmapping regions (one per process child of a traced
  * worker, in the parent's st_trace.child[]), a process chip's native-phase
- * records (any thread of the child: claimed with one atomic add, published
- * by a release store of the kind), a child Worker's switch to recording into
+ * records (written under its chip driver's lock: the lane's one writer at a
+ * time, exec/chip_driver.h "phases"), a child Worker's switch to recording into
  * its region (its engine lane there: written under its engine lock as any
  * engine lane), and the name tables (st_trace_names_of).
  * Must never: block, allocate or take a lock on a record call; be read by the
@@ -64,18 +64,17 @@ void st_trace_region_chip(st_trace_region *r, int worker_id, uint64_t run, uint3
         return;
     if (!atomic_load_explicit(&r->pid, memory_order_relaxed))
         atomic_store_explicit(&r->pid, (int32_t)getpid(), memory_order_relaxed);
-    st_trace_event *e = st_trace_lane_claim(&r->lane, native[4]);
+    st_trace_event *e = st_trace_lane_next(&r->lane, native[4]);
     if (!e)
         return;
-    e->ts = native[4];
-    memcpy(e->t, native, sizeof e->t);
-    e->run = run;
-    e->a = 0; /* the child knows no task index: the parent draws phases by lane and time */
-    e->b = callable;
-    e->worker = ST_TRACE_NEXT + worker_id;
-    e->status = 0;
-    e->flags = 0;
-    st_trace_lane_publish(e, ST_TEV_CHIP);
+    /* a 0: the child knows no task index; the parent draws phases by lane and time */
+    *e = (st_trace_event){.ts = native[4],
+                          .t = {native[0], native[1], native[2], native[3]},
+                          .run = run,
+                          .b = callable,
+                          .worker = ST_TRACE_NEXT + worker_id,
+                          .kind = ST_TEV_CHIP};
+    st_trace_lane_commit(&r->lane);
 }
 
 void st_trace_record_into(strata_worker *inner, st_trace_region *r) {

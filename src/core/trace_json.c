@@ -520,19 +520,16 @@ static int put_children(writer *top) {
         wr.tasks = NULL;
         wr.ntasks = 0;
         wr.ev = r->lane.ev;
+        wr.n = st_trace_lane_count(&r->lane);
+        wr.dropped = r->lane.dropped;
+        wr.full_ts = r->lane.full_ts;
         if (r->kind == ST_REGION_CHIP) {
-            wr.n = st_trace_lane_mt_count(&r->lane);
-            wr.dropped = st_trace_lane_mt_dropped(&r->lane);
-            wr.full_ts = r->lane.full_ts;
             STRATA_TRY(put_part(&wr, 0));
             continue;
         }
         if (!atomic_load_explicit(&((st_trace_region *)r)->named, memory_order_acquire))
             continue;
         wr.nm = &r->names;
-        wr.n = st_trace_lane_count(&r->lane);
-        wr.dropped = r->lane.dropped;
-        wr.full_ts = r->lane.full_ts;
         wr.pid = (long)r->names.pid;
         wr.child = j;
         wr.tid_base = (j + 1) * CHILD_TIDS;

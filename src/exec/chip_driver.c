@@ -112,17 +112,15 @@ static void complete_task(st_chip_driver *ep, chip_task *t) {
     st_lane_run *run = t->run;
     uint64_t tag = t->tag;
     native_times(t, run);
-    uint64_t run_id = t->d.run_id;
-    uint32_t callable = t->d.callable ? (uint32_t)t->d.callable->id : 0;
-    int timed = t->d.timed;
+    if (t->d.timed && ep->hooks.phases) /* under mu: the trace lane's one writer at a time */
+        ep->hooks.phases(ep->hooks.owner, t->d.run_id,
+                         t->d.callable ? (uint32_t)t->d.callable->id : 0, t->comp.native);
     t->run = NULL;
     t->waiting = 0;
     st_completion_hold(&t->comp);       /* no dispatch takes the record until the owner is done */
     chip_task_move(t, CHIP_T_COMPLETE); /* this thread re-decides next: nobody to wake */
     pthread_mutex_unlock(&ep->mu);
     st_lane_run_release(run);
-    if (timed && ep->hooks.phases)
-        ep->hooks.phases(ep->hooks.owner, run_id, callable, t->comp.native);
     ep->hooks.complete(ep->hooks.owner, &t->comp, tag);
 }
 

@@ -60,36 +60,6 @@ static inline void st_trace_lane_commit(st_trace_lane *l) {
     atomic_store_explicit(&l->count, n + 1, memory_order_relaxed);
 }
 
-/* ---- A lane several threads record into (a process child's own lane) ----
- * A record is claimed with one atomic add on count and published by a
- * release store of its kind (never 0); a reader skips a record whose kind is
- * 0 (claimed, never published: its writer died mid-write). count may pass
- * cap: the excess is the drop count (st_trace_lane_mt_dropped); the one
- * writer that claims index cap stamps full_ts. Never blocks. */
-static inline st_trace_event *st_trace_lane_claim(st_trace_lane *l, uint64_t now) {
-    uint32_t n = atomic_fetch_add_explicit(&l->count, 1, memory_order_relaxed);
-    if (__builtin_expect(n >= l->cap, 0)) {
-        if (n == l->cap)
-            l->full_ts = now;
-        return 0;
-    }
-    return &l->ev[n];
-}
-
-static inline void st_trace_lane_publish(st_trace_event *e, uint16_t kind) {
-    __atomic_store_n(&e->kind, kind, __ATOMIC_RELEASE);
-}
-
-/* A claimed lane's records in use and the drops (read after its writers stopped). */
-static inline uint32_t st_trace_lane_mt_count(const st_trace_lane *l) {
-    uint32_t n = atomic_load_explicit(&((st_trace_lane *)l)->count, memory_order_acquire);
-    return n < l->cap ? n : l->cap;
-}
-static inline uint64_t st_trace_lane_mt_dropped(const st_trace_lane *l) {
-    uint32_t n = atomic_load_explicit(&((st_trace_lane *)l)->count, memory_order_acquire);
-    return n > l->cap ? n - l->cap : 0;
-}
-
 static inline uint32_t st_trace_lane_count(const st_trace_lane *l) {
     return atomic_load_explicit(&((st_trace_lane *)l)->count, memory_order_relaxed);
 }
