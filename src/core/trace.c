@@ -96,6 +96,11 @@ int st_trace_create(strata_worker *w) {
     w->cfg.trace_path = t->path; /* the caller's string may go */
     if (t->path && STRATA_TRACE_COMPILED) {
         int rc = st_trace_lane_init(&t->engine, w->cfg.trace_events_per_lane);
+        if (rc == STRATA_OK && !(t->msgs = st_calloc(1, sizeof *t->msgs))) {
+            st_trace_lane_free(&t->engine);
+            rc = st_fail_nomem("strata_worker_create: the trace's message table", sizeof *t->msgs);
+        }
+        t->msgs_owned = t->msgs != NULL;
         if (rc != STRATA_OK) {
             st_free(t->path);
             t->path = NULL;
@@ -110,6 +115,9 @@ int st_trace_create(strata_worker *w) {
 
 void st_trace_destroy(strata_worker *w) {
     st_trace_lane_free(&w->trace.engine);
+    if (w->trace.msgs_owned)
+        st_free(w->trace.msgs);
+    w->trace.msgs = NULL;
     st_trace_regions_free(w);
     st_free(w->trace.path);
     w->trace.path = NULL;
@@ -226,6 +234,28 @@ static int times_trusted(strata_worker *w, const st_slot *s, const st_completion
     return ok;
 }
 
+/* A failed task's message, while the table has room (no allocation: the
+ * table was made at create). */
+static void error_text(strata_worker *w, st_slot *s, const st_completion *c, uint64_t now) {
+    st_trace_msgs *m = w->trace.msgs;
+    if (!m || m->n >= ST_TRACE_MSGS || !c->msg[0])
+        return;
+    st_trace_event *e = next_event(w, now);
+    if (!e)
+        return;
+    uint32_t slot = m->n++;
+    size_t len = strnlen(c->msg, ST_TRACE_MSG_LEN - 1); /* a longer one is cut */
+    memcpy(m->text[slot], c->msg, len);
+    m->text[slot][len] = '\0';
+    *e = (st_trace_event){.ts = now,
+                          .t = {slot},
+                          .run = s->run->id,
+                          .a = (uint32_t)s->seq,
+                          .b = c->member,
+                          .kind = ST_TEV_ERROR};
+    st_trace_lane_commit(w->trace.lane);
+}
+
 void st_trace_task_end(strata_worker *w, st_slot *s, const st_completion *c) {
     int measured = times_trusted(w, s, c);
     uint64_t now = measured ? c->t_end : st_now_ns(); /* one clock read fewer per task */
@@ -270,6 +300,8 @@ void st_trace_task_end(strata_worker *w, st_slot *s, const st_completion *c) {
         .flags = measured ? ST_TEVF_MEASURED : 0,
     };
     st_trace_lane_commit(w->trace.lane);
+    if (c->status != STRATA_OK)
+        error_text(w, s, c, now);
     if (!c->ep->is_sub)
         chip_phases(w, s, c, num);
 }

@@ -29,6 +29,8 @@ enum {
     ST_TEV_WAIT,     /* a capacity wait: t[0] began, ts ended, a 0 window / 1 heap ring */
     ST_TEV_CHIP,     /* a chip task's native phases: t[] prepare start, prepare end, launch,
                         device completion; ts finalize end; a seq, b callable, worker */
+    ST_TEV_ERROR,    /* a failed task's message, recorded right after its TASK event: a seq,
+                        b member, t[0] its slot in st_trace_msgs */
 };
 enum { ST_TEVF_MEASURED = 1 }; /* start/end were read where the body ran */
 /* The phase value of an ST_TEV_PHASE event that ends the building span: the
@@ -49,6 +51,15 @@ enum { ST_TEVF_MEASURED = 1 }; /* start/end were read where the body ran */
  * worker j is ST_TRACE_NEXT + j. */
 #define ST_TRACE_NEXT 0x10000
 
+/* The messages of the first failed tasks of a trace, kept for the file (a
+ * fixed table: later failures keep their status, not their text). */
+#define ST_TRACE_MSGS 64
+#define ST_TRACE_MSG_LEN 256
+typedef struct st_trace_msgs {
+    uint32_t n;
+    char text[ST_TRACE_MSGS][ST_TRACE_MSG_LEN];
+} st_trace_msgs;
+
 typedef struct st_trace {
     int on;          /* recording a trace */
     int env_allowed; /* a top-level worker: STRATA_TRACE applies (never a child Worker) */
@@ -58,6 +69,8 @@ typedef struct st_trace {
     uint64_t end_ns; /* close: the end of elapsed_ns */
     st_trace_lane engine;
     st_trace_lane *lane; /* where the record points write: &engine, or the region of `into` */
+    st_trace_msgs *msgs; /* failed tasks' messages: the worker's own, or the region's */
+    int msgs_owned;      /* msgs was allocated here (freed at destroy) */
     struct st_trace_region *into; /* a child Worker in a process: its parent's region (no file) */
     /* The parent's regions for its process children (trace_child.c), by next-level id. */
     struct st_trace_region *child[STRATA_MAX_NEXT_LEVEL];

@@ -83,6 +83,9 @@ void st_trace_record_into(strata_worker *inner, st_trace_region *r) {
     st_trace *t = &inner->trace;
     t->into = r;
     t->lane = &r->lane;
+    st_free(t->msgs); /* its own table, if tracing had made one: the region's is read */
+    t->msgs = &r->msgs;
+    t->msgs_owned = 0;
     t->on = 1;
     t->timed = 1;
     inner->stats.timed = 1;

@@ -39,6 +39,7 @@ typedef struct st_trace_region {
     uint64_t t_ready;       /* ST_REGION_WORKER: the inner worker's init (its ts 0) */
     uint64_t dropped_ts;    /* copied from the lane at the child's close */
     uint64_t times_rejected;
+    st_trace_msgs msgs;
     st_trace_names names;
 } st_trace_region;
 

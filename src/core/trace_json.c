@@ -60,6 +60,7 @@ typedef struct writer {
     const st_trace_lane *lane; /* its drops */
     uint64_t dropped, full_ts;
     const st_trace_region *const *regions; /* the process children's, by next-level id */
+    const st_trace_msgs *msgs;             /* the failed tasks' messages (ST_TEV_ERROR) */
 } writer;
 
 /* The length of the well-formed UTF-8 sequence at s (RFC 3629: no overlong
@@ -293,8 +294,19 @@ static void put_task_args(writer *wr, const st_trace_event *e, uint32_t edge_fro
     put_us(f, t0, e->t[2]);
     if (e->b >> 31) /* a group's member: the members share the task id */
         fprintf(f, ",\"member\":%u", (e->b >> 16) & 0x7fffu);
-    fprintf(f, ",\"measured\":%s,\"status\":\"%s\",\"deps\":[",
-            e->flags & ST_TEVF_MEASURED ? "true" : "false", status_name(e->status));
+    fprintf(f, ",\"measured\":%s,\"status\":\"%s\"", e->flags & ST_TEVF_MEASURED ? "true" : "false",
+            status_name(e->status));
+    /* Its message follows it within a few records (a chip's phases between). */
+    for (uint32_t k = i + 1; e->status && wr->msgs && k < wr->n && k <= i + 3; k++) {
+        const st_trace_event *x = &wr->ev[k];
+        if (x->kind != ST_TEV_ERROR || x->run != e->run || x->a != e->a ||
+            x->b != ((e->b >> 16) & 0x7fffu) || x->t[0] >= wr->msgs->n)
+            continue;
+        fputs(",\"error\":", f);
+        put_str(f, wr->msgs->text[x->t[0]]);
+        break;
+    }
+    fputs(",\"deps\":[", f);
     int any = 0;
     for (uint32_t k = edge_from; k < i; k++) {
         const st_trace_event *d = &wr->ev[k];
@@ -530,6 +542,7 @@ static int put_children(writer *top) {
         if (!atomic_load_explicit(&((st_trace_region *)r)->named, memory_order_acquire))
             continue;
         wr.nm = &r->names;
+        wr.msgs = &r->msgs;
         wr.pid = (long)r->names.pid;
         wr.child = j;
         wr.tid_base = (j + 1) * CHILD_TIDS;
@@ -577,7 +590,8 @@ int st_trace_write(strata_worker *w, const char *path) {
                  .child = -1,
                  .dropped = w->trace.lane->dropped,
                  .full_ts = w->trace.lane->full_ts,
-                 .regions = (const st_trace_region *const *)w->trace.child};
+                 .regions = (const st_trace_region *const *)w->trace.child,
+                 .msgs = w->trace.msgs};
     int rc = STRATA_OK;
     size_t len = strlen(path) + 32;
     char *tmp = st_malloc(len);

@@ -521,6 +521,45 @@ static void names_that_are_not_utf8_are_replaced_in_the_file(void **state) {
     unlink(path);
 }
 
+/* A failure message of bytes that are not UTF-8 and a control character. */
+static int fail_with_odd_text(const strata_task_view *a, void *user) {
+    (void)a;
+    (void)user;
+    strata_task_set_error("bad \xff byte \x01 \xe2\x82 end");
+    return 1;
+}
+
+static int build_one_failure(strata_orch *o, void *arg) {
+    strata_task_args a;
+    strata_args_init(&a);
+    return strata_orch_submit_sub(o, *(strata_callable *)arg, &a);
+}
+
+/* The failed task's message is in its args ("error"), replaced where it is
+ * not UTF-8, and the file parses as strict UTF-8 JSON. */
+static void a_failed_tasks_message_is_in_the_file_as_utf8(void **state) {
+    (void)state;
+    char path[256], cmd[1024];
+    tmp_path(path, sizeof path, "errtext");
+    fx f;
+    fx_open(&f, path, STRATA_HOST_THREAD, 0, 0);
+    strata_callable odd;
+    assert_ok(strata_worker_register_sub(f.w, "odd", fail_with_odd_text, NULL, &odd));
+    assert_status(STRATA_ETASK, strata_worker_run(f.w, build_one_failure, &odd));
+    fx_close(&f);
+    check c = run_check(path, 1);
+    assert_check_ok(&c);
+    snprintf(
+        cmd, sizeof cmd,
+        "/usr/bin/python3 -c \"import json,sys; d=json.load(open(sys.argv[1],encoding='utf-8'"
+        ",errors='strict')); t=[e['args'] for e in d['traceEvents'] if e.get('cat')=='task'];"
+        " ok=t[0]['status']=='failed' and t[0].get('error')=="
+        "'bad \\ufffd byte \\u0001 \\ufffd\\ufffd end'; sys.exit(0 if ok else print(t) or 3)\" %s",
+        path);
+    assert_int_equal(system(cmd), 0);
+    unlink(path);
+}
+
 static void stats_after_close_still_describe_the_worker(void **state) {
     (void)state;
     fx f;
@@ -588,6 +627,7 @@ int main(void) {
         cmocka_unit_test(the_trace_replaces_an_old_file_whole_and_leaves_no_temporary),
         cmocka_unit_test(names_that_are_not_utf8_are_replaced_in_the_file),
         cmocka_unit_test(stats_after_close_still_describe_the_worker),
+        cmocka_unit_test(a_failed_tasks_message_is_in_the_file_as_utf8),
         cmocka_unit_test(bad_trace_settings_are_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
