@@ -460,6 +460,24 @@ static void a_forked_process_puts_its_pid_into_strata_trace_names(void **state) 
     }
 }
 
+/* "%p" in STRATA_TRACE is the pid (processes started apart with one
+ * environment), "%%" a '%'. */
+static void strata_trace_expands_percent_p_to_the_pid(void **state) {
+    (void)state;
+    char want[256];
+    assert_int_equal(setenv("STRATA_TRACE", "/tmp/strata-test-trace-%p-100%%.json", 1), 0);
+    strata_worker_config cfg;
+    strata_worker_config_init(&cfg);
+    cfg.sub_workers = 1;
+    strata_worker *w = NULL;
+    assert_ok(strata_worker_create(&cfg, &w));
+    unsetenv("STRATA_TRACE");
+    snprintf(want, sizeof want, "/tmp/strata-test-trace-%ld-100%%.json", (long)getpid());
+    /* FILE, or FILE.n after this process's earlier workers */
+    assert_int_equal(strncmp(w->trace.path, want, strlen(want)), 0);
+    strata_worker_destroy(w); /* never initialised: no file */
+}
+
 /* The file is written beside its name and renamed over it: a reader holding
  * the old file keeps it whole (a write in place would truncate and refill
  * that same file), and no temporary is left. */
@@ -624,6 +642,7 @@ int main(void) {
         cmocka_unit_test(strata_trace_names_one_file_per_worker),
         cmocka_unit_test(an_unwritable_trace_path_is_reported_after_close),
         cmocka_unit_test(a_forked_process_puts_its_pid_into_strata_trace_names),
+        cmocka_unit_test(strata_trace_expands_percent_p_to_the_pid),
         cmocka_unit_test(the_trace_replaces_an_old_file_whole_and_leaves_no_temporary),
         cmocka_unit_test(names_that_are_not_utf8_are_replaced_in_the_file),
         cmocka_unit_test(stats_after_close_still_describe_the_worker),
