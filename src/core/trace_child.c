@@ -21,6 +21,7 @@
 #include "core/trace_child.h"
 #include "util/alloc.h"
 #include "util/clock.h"
+#include "util/error.h"
 
 /* The header rounded to whole events: the records start 64-byte aligned. */
 static size_t header_bytes(void) {
@@ -49,11 +50,69 @@ st_trace_region *st_trace_region_new(st_engine *e, int worker_id, st_trace_regio
     return r;
 }
 
+static void terminate(char *s, size_t cap) {
+    s[cap - 1] = '\0';
+}
+
+int st_trace_region_read(const strata_worker *w, int j, st_trace_region_view *v) {
+    memset(v, 0, sizeof *v);
+    const st_trace_region *r = j >= 0 && j < STRATA_MAX_NEXT_LEVEL ? w->trace.child[j] : NULL;
+    if (!r)
+        return STRATA_OK;
+    uint32_t cap = w->cfg.trace_events_per_lane; /* what the parent mapped, not r->lane.cap */
+    v->kind = r->kind;
+    v->ev = (const st_trace_event *)((const char *)r + header_bytes());
+    uint32_t n = atomic_load_explicit(&((st_trace_region *)r)->lane.count, memory_order_acquire);
+    v->n = n < cap ? n : cap;
+    v->dropped = r->lane.dropped;
+    v->full_ts = r->lane.full_ts;
+    v->times_rejected = r->times_rejected;
+    if (r->kind != ST_REGION_WORKER ||
+        !atomic_load_explicit(&((st_trace_region *)r)->named, memory_order_acquire))
+        return STRATA_OK;
+    v->names = st_malloc(sizeof *v->names);
+    v->msgs = st_malloc(sizeof *v->msgs);
+    if (!v->names || !v->msgs) {
+        st_trace_region_view_free(v);
+        return st_fail_nomem("writing the trace: a child's names",
+                             sizeof *v->names + sizeof *v->msgs);
+    }
+    memcpy(v->names, &r->names, sizeof *v->names);
+    memcpy(v->msgs, &r->msgs, sizeof *v->msgs);
+    st_trace_names *nm = v->names;
+    nm->nsubs = nm->nsubs < 0                        ? 0
+                : nm->nsubs > STRATA_MAX_SUB_WORKERS ? STRATA_MAX_SUB_WORKERS
+                                                     : nm->nsubs;
+    nm->nnext = nm->nnext < 0                       ? 0
+                : nm->nnext > STRATA_MAX_NEXT_LEVEL ? STRATA_MAX_NEXT_LEVEL
+                                                    : nm->nnext;
+    if (nm->ncallables > ST_MAX_CALLABLES)
+        nm->ncallables = ST_MAX_CALLABLES;
+    for (int k = 0; k < STRATA_MAX_NEXT_LEVEL; k++)
+        terminate(nm->next_label[k], sizeof nm->next_label[k]);
+    for (int k = 0; k < ST_MAX_CALLABLES; k++)
+        terminate(nm->callable[k], sizeof nm->callable[k]);
+    if (v->msgs->n > ST_TRACE_MSGS)
+        v->msgs->n = ST_TRACE_MSGS;
+    for (int k = 0; k < ST_TRACE_MSGS; k++)
+        terminate(v->msgs->text[k], sizeof v->msgs->text[k]);
+    v->named = 1;
+    v->pid = nm->pid;
+    return STRATA_OK;
+}
+
+void st_trace_region_view_free(st_trace_region_view *v) {
+    st_free(v->names);
+    st_free(v->msgs);
+    v->names = NULL;
+    v->msgs = NULL;
+}
+
 void st_trace_regions_free(strata_worker *w) {
     for (int j = 0; j < STRATA_MAX_NEXT_LEVEL; j++) {
         st_trace_region *r = w->trace.child[j];
-        if (r)
-            st_unmap(r, region_bytes(r->lane.cap));
+        if (r) /* the size mapped: the region's own cap field is the child's to scribble on */
+            st_unmap(r, region_bytes(w->cfg.trace_events_per_lane));
         w->trace.child[j] = NULL;
     }
 }

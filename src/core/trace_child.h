@@ -43,6 +43,24 @@ typedef struct st_trace_region {
     st_trace_names names;
 } st_trace_region;
 
+/* Parent, at write time: region j of w as a reader may use it. Everything in
+ * the region is the child's to scribble on, so nothing of it is trusted: the
+ * records' address and the cap are the parent's own, the count and every
+ * table size are clamped, the names and messages are copied and terminated.
+ * STRATA_OK with v->ev NULL when there is nothing to read; STRATA_ENOMEM. */
+typedef struct st_trace_region_view {
+    uint32_t kind;
+    const st_trace_event *ev;
+    uint32_t n;
+    uint64_t dropped, full_ts, times_rejected;
+    int named;             /* names and msgs are filled (a child Worker that finished init) */
+    int32_t pid;           /* names.pid, for a named one */
+    st_trace_names *names; /* the copies: freed with st_trace_region_view_free */
+    st_trace_msgs *msgs;
+} st_trace_region_view;
+int st_trace_region_read(const strata_worker *w, int j, st_trace_region_view *v);
+void st_trace_region_view_free(st_trace_region_view *v);
+
 /* The calls the exec layer makes on either side of the fork are declared in
  * core/endpoint.h ("Process children's own traces"). */
 

@@ -59,8 +59,7 @@ typedef struct writer {
     int child;                 /* -1, or the next-level id of the child Worker written */
     const st_trace_lane *lane; /* its drops */
     uint64_t dropped, full_ts;
-    const st_trace_region *const *regions; /* the process children's, by next-level id */
-    const st_trace_msgs *msgs;             /* the failed tasks' messages (ST_TEV_ERROR) */
+    const st_trace_msgs *msgs; /* the failed tasks' messages (ST_TEV_ERROR) */
 } writer;
 
 /* The length of the well-formed UTF-8 sequence at s (RFC 3629: no overlong
@@ -130,10 +129,12 @@ static const char *callable_name(const writer *wr, uint32_t id) {
     return id < wr->nm->ncallables ? wr->nm->callable[id] : "?";
 }
 
+/* A worker number the names do not know (a child's records are not trusted)
+ * goes to the orchestrator's lane. */
 static int tid_of(const writer *wr, int32_t worker) {
-    if (worker >= ST_TRACE_NEXT)
+    if (worker >= ST_TRACE_NEXT && worker - ST_TRACE_NEXT < wr->nm->nnext)
         return wr->tid_base + TID_NEXT0 + (worker - ST_TRACE_NEXT);
-    if (worker < 0)
+    if (worker < 0 || worker > wr->nm->nsubs) /* nsubs: the helper */
         return wr->tid_base + TID_ORCH;
     return wr->tid_base + TID_SUB0 + worker;
 }
@@ -523,42 +524,41 @@ static int put_part(writer *wr, int names) {
  * native phases on its lane as the parent named it; a child Worker's whole
  * trace, with the names it left, on lanes of its own. A child that died
  * before it named its events leaves its chip phases, not its Worker events. */
-static int put_children(writer *top) {
+static int put_children(writer *top, strata_worker *w) {
     for (int j = 0; j < top->nm->nnext && j < STRATA_MAX_NEXT_LEVEL; j++) {
-        const st_trace_region *r = top->regions[j];
-        if (!r)
+        st_trace_region_view v;
+        STRATA_TRY(st_trace_region_read(w, j, &v));
+        if (!v.ev || (v.kind == ST_REGION_WORKER && !v.named))
             continue;
         writer wr = *top;
         wr.tasks = NULL;
         wr.ntasks = 0;
-        wr.ev = r->lane.ev;
-        wr.n = st_trace_lane_count(&r->lane);
-        wr.dropped = r->lane.dropped;
-        wr.full_ts = r->lane.full_ts;
-        if (r->kind == ST_REGION_CHIP) {
-            STRATA_TRY(put_part(&wr, 0));
-            continue;
+        wr.ev = v.ev;
+        wr.n = v.n;
+        wr.dropped = v.dropped;
+        wr.full_ts = v.full_ts;
+        if (v.kind == ST_REGION_WORKER) {
+            wr.nm = v.names;
+            wr.msgs = v.msgs;
+            wr.pid = (long)v.pid;
+            wr.child = j;
+            wr.tid_base = (j + 1) * CHILD_TIDS;
+            top->o->rejected += v.times_rejected;
         }
-        if (!atomic_load_explicit(&((st_trace_region *)r)->named, memory_order_acquire))
-            continue;
-        wr.nm = &r->names;
-        wr.msgs = &r->msgs;
-        wr.pid = (long)r->names.pid;
-        wr.child = j;
-        wr.tid_base = (j + 1) * CHILD_TIDS;
-        top->o->rejected += r->times_rejected;
-        STRATA_TRY(put_part(&wr, 1));
+        int rc = put_part(&wr, v.kind == ST_REGION_WORKER);
+        st_trace_region_view_free(&v);
+        STRATA_TRY(rc);
     }
     return STRATA_OK;
 }
 
 /* The whole file into f: STRATA_OK, 1 if a write failed, or the failure. */
-static int put_file(writer *wr) {
+static int put_file(writer *wr, strata_worker *w) {
     sink *o = wr->o;
     fputs("{\"traceEvents\":[", wr->f);
     int rc = put_part(wr, 1);
     if (rc == STRATA_OK)
-        rc = put_children(wr);
+        rc = put_children(wr, w);
     if (rc != STRATA_OK)
         return rc;
     fprintf(wr->f,
@@ -590,7 +590,6 @@ int st_trace_write(strata_worker *w, const char *path) {
                  .child = -1,
                  .dropped = w->trace.lane->dropped,
                  .full_ts = w->trace.lane->full_ts,
-                 .regions = (const st_trace_region *const *)w->trace.child,
                  .msgs = w->trace.msgs};
     int rc = STRATA_OK;
     size_t len = strlen(path) + 32;
@@ -608,7 +607,7 @@ int st_trace_write(strata_worker *w, const char *path) {
         st_free(nm);
         return rc;
     }
-    int put = put_file(&wr);
+    int put = put_file(&wr, w);
     int bad = put != STRATA_OK;
     int err = bad ? errno : 0;
     if (fclose(wr.f) != 0 && !bad)

@@ -17,6 +17,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/engine.h"
+#include "core/trace_child.h"
 #include "strata/chip.h"
 #include "test_support.h"
 
@@ -181,11 +183,52 @@ static void a_child_workers_full_lane_reports_its_drops(void **state) {
     unlink(path);
 }
 
+/* A region is the child's to scribble on: the parent's reader trusts none of
+ * it (the records' address, the count, the table sizes, the strings). */
+static void a_scribbled_region_is_read_within_what_the_parent_mapped(void **state) {
+    (void)state;
+    char path[256];
+    tmp_path(path, sizeof path, "scribbled");
+    strata_worker_config wc;
+    strata_worker_config_init(&wc);
+    wc.trace_path = path;
+    wc.trace_events_per_lane = 16;
+    strata_worker *w;
+    assert_ok(strata_worker_create(&wc, &w));
+    st_trace_region *r = st_trace_region_new(w, 0, ST_REGION_WORKER);
+    assert_non_null(r);
+    const st_trace_event *mapped = r->lane.ev;
+    r->lane.ev = NULL;
+    r->lane.cap = 1u << 30;
+    atomic_store(&r->lane.count, 1u << 30);
+    r->names.nsubs = 1 << 20;
+    r->names.nnext = -5;
+    r->names.ncallables = 1u << 20;
+    memset(r->names.callable[0], 'x', sizeof r->names.callable[0]); /* no terminator */
+    r->msgs.n = 1000;
+    memset(r->msgs.text[0], 'y', sizeof r->msgs.text[0]);
+    atomic_store(&r->named, 1);
+    st_trace_region_view v;
+    assert_ok(st_trace_region_read(w, 0, &v));
+    assert_ptr_equal(v.ev, mapped);
+    assert_int_equal(v.n, 16);
+    assert_true(v.named);
+    assert_int_equal(v.names->nsubs, STRATA_MAX_SUB_WORKERS);
+    assert_int_equal(v.names->nnext, 0);
+    assert_int_equal(v.names->ncallables, ST_MAX_CALLABLES);
+    assert_int_equal(strlen(v.names->callable[0]), sizeof v.names->callable[0] - 1);
+    assert_int_equal(v.msgs->n, ST_TRACE_MSGS);
+    assert_int_equal(strlen(v.msgs->text[0]), sizeof v.msgs->text[0] - 1);
+    st_trace_region_view_free(&v);
+    strata_worker_destroy(w); /* unmaps what it mapped, whatever cap now says */
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(a_process_chip_records_its_native_phases_in_its_own_process),
         cmocka_unit_test(a_process_child_workers_tasks_have_lanes_of_their_own_on_the_same_clock),
         cmocka_unit_test(a_child_workers_full_lane_reports_its_drops),
+        cmocka_unit_test(a_scribbled_region_is_read_within_what_the_parent_mapped),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
