@@ -57,6 +57,7 @@ typedef struct writer {
     long pid;                  /* the process of the worker's engine */
     int tid_base;              /* added to every lane number: a child Worker's lanes are its own */
     int child;                 /* -1, or the next-level id of the child Worker written */
+    int in_parent;             /* that child Worker is hosted by a thread of the parent's process */
     const st_trace_lane *lane; /* its drops */
     uint64_t dropped, full_ts;
     const st_trace_msgs *msgs; /* the failed tasks' messages (ST_TEV_ERROR) */
@@ -177,7 +178,12 @@ static void put_name(writer *wr, const char *what, long pid, int tid, const char
 }
 
 static void put_lane_name(writer *wr, long pid, int tid, const char *name) {
-    put_name(wr, "thread_name", pid, wr->tid_base + tid, name);
+    char full[160];
+    if (wr->in_parent && pid == wr->pid) /* beside the parent's own lanes: say whose */
+        snprintf(full, sizeof full, "next-level %d: %s", wr->child, name);
+    else
+        snprintf(full, sizeof full, "%s", name);
+    put_name(wr, "thread_name", pid, wr->tid_base + tid, full);
     wr->o->lanes++;
 }
 
@@ -542,6 +548,7 @@ static int put_children(writer *top, strata_worker *w) {
             wr.msgs = v.msgs;
             wr.pid = (long)v.pid;
             wr.child = j;
+            wr.in_parent = wr.pid == top->pid;
             wr.tid_base = (j + 1) * CHILD_TIDS;
             top->o->rejected += v.times_rejected;
         }

@@ -190,6 +190,7 @@ static int child_thread_start_threads(st_endpoint *base) {
             ep->forked = 0; /* the inner worker undid its phase 1 too */
             return st_fail_prefix(rc, ep->base.label);
         }
+        st_trace_region_named(ep->inner); /* its names, for the parent's trace */
         ep->running = 1;
     }
     if (ep->started)
@@ -276,6 +277,9 @@ static int add_thread_child(strata_worker *parent, const strata_child_config *cf
     }
     snprintf(ep->base.label, sizeof ep->base.label, "%d (%s)", *worker_id, name);
     ep->spin_ns = cfg->worker.spin_ns;
+    /* A traced parent: the inner worker records into a region of the parent's,
+     * merged into its file like a process child's (initialised later). */
+    st_trace_record_into(ep->inner, st_trace_region_new(parent, *worker_id, ST_REGION_WORKER));
     return STRATA_OK; /* its worker and thread start at the parent's init, in two phases */
 }
 

@@ -9,10 +9,11 @@
 # Usage: trace_children_check.py chip FILE TASKS
 #          every chip phase recorded in the chip's own process: 3 per task,
 #          each inside a task bar of the chip's lane
-#        trace_children_check.py worker FILE TASKS RUNS
+#        trace_children_check.py worker FILE TASKS RUNS HOST
 #          the child Worker's inner tasks ("n0/..."), TASKS per run, on lanes
-#          of the child's process (not the parent's "next-level 0"), each
-#          inside the parent's bar of the task that ran it
+#          of its own (HOST process: in the child's process; thread: in the
+#          parent's, named "next-level 0: ..."), never the parent's
+#          "next-level 0", each inside the parent's bar of the task that ran it
 #        trace_children_check.py drops FILE
 #          a "dropped events" marker on a lane of the child's process
 # Exits 0, or 1 printing why.
@@ -68,12 +69,14 @@ def chip(path, tasks):
             fail("%s at %s outside the parent's dispatch-to-completion bars" % (e["name"], e["ts"]))
 
 
-def worker(path, tasks, runs):
+def worker(path, tasks, runs, host):
     doc, evs, lanes, main = load(path)
     outer = [k for k, n in lanes.items() if n == "next-level 0"]
-    if len(outer) != 1 or outer[0][0] == main:
-        fail("expected the parent's lane next-level 0 in the child's process, found %r" % outer)
+    if len(outer) != 1 or (outer[0][0] == main) != (host == "thread"):
+        fail("expected the parent's lane next-level 0 in the %s process, found %r"
+             % ("parent's" if host == "thread" else "child's", outer))
     child = outer[0][0]
+    prefix = "next-level 0: " if host == "thread" else ""
     bars = bars_on(evs, outer[0])
     if len(bars) != runs:
         fail("%d bars on next-level 0, expected %d" % (len(bars), runs))
@@ -85,7 +88,8 @@ def worker(path, tasks, runs):
         if e["ph"] != "X":
             fail("inner task %s did not run" % e["args"]["task"])
         key = (e["pid"], e["tid"])
-        if key == outer[0] or key[0] != child or not lanes.get(key, "").startswith(("sub ", "helper")):
+        if key == outer[0] or key[0] != child or not lanes.get(key, "").startswith(
+                (prefix + "sub ", prefix + "helper")):
             fail("inner task %s on lane %r, not one of the child's own" % (e["args"]["task"], key))
         a, b = ns(e["ts"]), ns(e["ts"]) + ns(e["dur"])
         hit = [i for i, (s, t) in enumerate(bars) if s <= a and b <= t]
@@ -94,7 +98,8 @@ def worker(path, tasks, runs):
         per_bar[hit[0]] += 1
     if per_bar != [tasks] * runs:
         fail("inner tasks per parent task %r, expected %d each" % (per_bar, tasks))
-    done = [e for e in evs if e.get("cat") == "run" and e["pid"] == child and e["name"].endswith("completed")]
+    done = [e for e in evs if e.get("cat") == "run" and e["pid"] == child
+            and e["name"].startswith("run n0/") and e["name"].endswith("completed")]
     if len(done) != runs:
         fail("%d inner runs completed, expected %d" % (len(done), runs))
 
@@ -111,6 +116,6 @@ def drops(path):
 if sys.argv[1] == "chip":
     chip(sys.argv[2], int(sys.argv[3]))
 elif sys.argv[1] == "worker":
-    worker(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
+    worker(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5])
 else:
     drops(sys.argv[2])

@@ -131,7 +131,7 @@ static int submit_to_child(strata_orch *o, void *arg) {
     return strata_orch_submit_next_level(o, j->l3prog, &a, NULL, j->child);
 }
 
-static void run_l4(const char *path, uint32_t events) {
+static void run_l4(const char *path, uint32_t events, strata_host_mode host) {
     strata_worker_config wc;
     strata_worker_config_init(&wc);
     wc.level = 4;
@@ -145,7 +145,7 @@ static void run_l4(const char *path, uint32_t events) {
     strata_child_config_init(&cc);
     cc.worker.level = 3;
     cc.worker.sub_workers = 2;
-    cc.host = STRATA_HOST_PROCESS;
+    cc.host = host;
     cc.setup = l3_setup;
     l4_job j;
     assert_ok(strata_worker_add_child(w, &cc, &j.child));
@@ -160,8 +160,8 @@ static void a_process_child_workers_tasks_have_lanes_of_their_own_on_the_same_cl
     (void)state;
     char path[256], what[400];
     tmp_path(path, sizeof path, "child-worker");
-    run_l4(path, 0);
-    snprintf(what, sizeof what, "worker %s %d %d", path, INNER_TASKS, RUNS);
+    run_l4(path, 0, STRATA_HOST_PROCESS);
+    snprintf(what, sizeof what, "worker %s %d %d process", path, INNER_TASKS, RUNS);
     assert_int_equal(check(path, what), 0);
     /* strata-trace reads the child's runs as runs of their own */
     char here[512], cmd[1400];
@@ -173,11 +173,23 @@ static void a_process_child_workers_tasks_have_lanes_of_their_own_on_the_same_cl
     unlink(path);
 }
 
+/* A thread-hosted child Worker records the same way, in a region of its
+ * parent's process; its lanes are named after it beside the parent's. */
+static void a_thread_child_workers_tasks_have_lanes_of_their_own(void **state) {
+    (void)state;
+    char path[256], what[400];
+    tmp_path(path, sizeof path, "thread-child-worker");
+    run_l4(path, 0, STRATA_HOST_THREAD);
+    snprintf(what, sizeof what, "worker %s %d %d thread", path, INNER_TASKS, RUNS);
+    assert_int_equal(check(path, what), 0);
+    unlink(path);
+}
+
 static void a_child_workers_full_lane_reports_its_drops(void **state) {
     (void)state;
     char path[256], what[400];
     tmp_path(path, sizeof path, "child-drops");
-    run_l4(path, 8); /* the child's lane too: fewer than its tasks' events */
+    run_l4(path, 8, STRATA_HOST_PROCESS); /* the child's lane too: fewer than its tasks' events */
     snprintf(what, sizeof what, "drops %s", path);
     assert_int_equal(check(path, what), 0);
     unlink(path);
@@ -227,6 +239,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(a_process_chip_records_its_native_phases_in_its_own_process),
         cmocka_unit_test(a_process_child_workers_tasks_have_lanes_of_their_own_on_the_same_clock),
+        cmocka_unit_test(a_thread_child_workers_tasks_have_lanes_of_their_own),
         cmocka_unit_test(a_child_workers_full_lane_reports_its_drops),
         cmocka_unit_test(a_scribbled_region_is_read_within_what_the_parent_mapped),
     };
