@@ -112,7 +112,10 @@ static int chip_kind_init(void *arg, void **self) {
 static void chip_kind_task(void *self, st_mbox *m, uint32_t frame, const strata_task_args *args,
                            const st_callable_info *callable) {
     chip_child_self *s = self;
-    s->m = m;
+    /* Written once (the mailbox never changes): a rewrite per task would race
+     * the driver threads' reads, ordered only through the parent process. */
+    if (s->m != m)
+        s->m = m;
     st_mbox_frame *f = st_mbox_task(m, frame);
     st_dispatch *d = &s->d[frame];
     *d = (st_dispatch){.ref = frame,
