@@ -37,7 +37,7 @@ static st_slot *take_slot(strata_worker *w, uint64_t *deadline_io, const char *w
                 w->stats.window_high_water = used;
             return s;
         }
-        uint64_t began = w->trace.on ? st_now_ns() : 0;
+        uint64_t began = ST_TRACING(w) ? st_now_ns() : 0;
         uint64_t deadline = capacity_deadline(w, deadline_io);
         /* Woken in batches (see consume(), release.c); re-check every millisecond anyway. */
         uint32_t seen = atomic_load(&w->space_ev.value);
@@ -46,7 +46,7 @@ static st_slot *take_slot(strata_worker *w, uint64_t *deadline_io, const char *w
         uint64_t slice = st_deadline_after(1000000);
         st_engine_wait(w, &w->space_ev, seen, slice < deadline ? slice : deadline);
         w->slot_waiters--;
-        if (w->trace.on)
+        if (ST_TRACING(w))
             st_trace_wait(w, began, 0);
         if (w->slots.nfree == 0 && st_now_ns() >= deadline) {
             st_fail(STRATA_ECAPACITY,
@@ -83,14 +83,14 @@ static int take_heap(strata_worker *w, int ring, uint64_t bytes, uint64_t *deadl
             note_heap_high_water(w, ring);
         if (rc != STRATA_ECAPACITY)
             return rc;
-        uint64_t began = w->trace.on ? st_now_ns() : 0;
+        uint64_t began = ST_TRACING(w) ? st_now_ns() : 0;
         uint64_t deadline = capacity_deadline(w, deadline_io);
         uint32_t seen = atomic_load(&w->space_ev.value);
         st_hook(w, ST_HOOK_CAPACITY_WAIT, 0);
         w->heap_waiters++;
         int wrc = st_engine_wait(w, &w->space_ev, seen, deadline);
         w->heap_waiters--;
-        if (w->trace.on)
+        if (ST_TRACING(w))
             st_trace_wait(w, began, 1);
         if (wrc < 0 && st_now_ns() >= deadline)
             return st_fail(STRATA_ECAPACITY,

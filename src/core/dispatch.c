@@ -72,7 +72,7 @@ static void drop_gone_idle_subs(strata_worker *w) {
 static void dispatch_member(strata_worker *w, st_slot *s, uint16_t m, st_endpoint *ep,
                             uint32_t dispatch_id, int caller_cpu, int staged) {
     s->member_state[m] = ST_MEMBER_RUNNING;
-    if (w->trace.timed && m == 0)
+    if (ST_TIMED(w) && m == 0)
         s->t_dispatch = st_now_ns();
     st_dispatch d = {
         .ref = st_ref_of(s),
@@ -83,7 +83,7 @@ static void dispatch_member(strata_worker *w, st_slot *s, uint16_t m, st_endpoin
         .caller_cpu = caller_cpu,
         .lendable = s->nmembers == 1 && !staged, /* never run before its activation */
         .staged = staged,
-        .timed = (uint8_t)w->trace.timed,
+        .timed = (uint8_t)ST_TIMED(w),
         .callable = st_registry_at(&w->callables, s->callable), /* checked at submit */
         .args = &s->args[m],
         .cfg = &s->cfg,

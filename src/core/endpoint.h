@@ -365,4 +365,30 @@ int st_register_next_level(strata_worker *w, const char *name, strata_sub_fn fn,
 void st_args_misuse_reset(void);
 int st_args_misuse_take(char *msg, size_t cap);
 
+/* ---- Process children's own traces (core/trace_child.c) ------------------------------------
+ * A traced worker maps one shared region per process child before the fork;
+ * the child records its own events there and the worker merges them into its
+ * file at close (docs/tracing.md). None of these blocks or allocates in the
+ * child. */
+typedef struct st_trace_region st_trace_region;
+typedef enum st_trace_region_kind {
+    ST_REGION_CHIP = 1, /* a process chip: its native phases (under its driver's lock) */
+    ST_REGION_WORKER,   /* a process child Worker: its inner engine's events, and names */
+} st_trace_region_kind;
+
+/* Parent, at add time: a region for next-level child `worker_id` of e, kept
+ * by e until destroyed; NULL when e records no trace (or the mapping failed:
+ * that child's own events are then missing, nothing else). */
+st_trace_region *st_trace_region_new(st_engine *e, int worker_id, st_trace_region_kind kind);
+/* Child: a process chip's native phases of one task (as st_completion.native),
+ * on the lane of next-level worker `worker_id`; one caller at a time (the
+ * chip driver's lock). */
+void st_trace_region_chip(st_trace_region *r, int worker_id, uint64_t run, uint32_t callable,
+                          const uint64_t native[5]);
+/* Child: the inner worker of a child Worker records into r instead of a
+ * file (between create and init), and leaves the names its events refer to
+ * right after its init (st_trace_region_named). No-ops for r NULL. */
+void st_trace_record_into(st_engine *inner, st_trace_region *r);
+void st_trace_region_named(st_engine *inner);
+
 #endif

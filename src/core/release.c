@@ -97,7 +97,7 @@ static void skip_unstarted_members(st_slot *s) {
 void st_settle_failed_unstarted(strata_worker *w, st_slot *s) {
     if (s->kind != ST_SLOT_ALLOC) {
         s->run->st_not_run++;
-        if (w->trace.on)
+        if (ST_TRACING(w))
             st_trace_not_run(w, s);
     }
     skip_unstarted_members(s);
@@ -150,7 +150,7 @@ void st_poison(strata_worker *w, st_slot *s0, int status) {
 void st_enqueue_ready(strata_worker *w, st_slot *s) {
     st_run *r = s->run;
     st_ready_queue *q;
-    if (w->trace.timed)
+    if (ST_TIMED(w))
         s->t_ready = st_now_ns();
     if (s->kind == ST_SLOT_SUB)
         q = &r->sub_q;
@@ -229,7 +229,7 @@ static void handle_completion(strata_worker *w, st_completion *c) {
         return;                   /* a duplicate, or a member that is not running: ignored */
     mark_endpoint_idle(w, c->ep); /* one valid completion frees one dispatch */
     st_stats_count(w, s, c);
-    if (w->trace.timed)
+    if (ST_TIMED(w))
         st_trace_task_end(w, s, c);
     if (c->status == STRATA_OK) {
         s->member_state[c->member] = ST_MEMBER_DONE;

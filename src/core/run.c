@@ -63,7 +63,7 @@ static const st_sm run_machine = {"run", phase_names, ST_RUN_FAILED + 1, run_rul
 
 static void run_transition_to(st_run *r, run_transition t) {
     uint32_t next = st_sm_next(&run_machine, run_phase(r), t, "phase");
-    if (r->w->trace.on)
+    if (ST_TRACING(r->w))
         st_trace_phase(r->w, r, next); /* before the store: a waiter may release r */
     st_event_set(&r->phase, next);
 }
@@ -218,7 +218,7 @@ int st_run_begin(strata_worker *w, st_run **out) {
     r->spin_ns = w->cfg.spin_ns;
     r->help_while_waiting = w->cfg.help_while_waiting;
     r->directed_q = dq;
-    r->st_timed = w->trace.timed;
+    r->st_timed = ST_TIMED(w);
     r->ndirected = w->nnext;
     atomic_store(&r->refs, 2); /* caller + engine */
     atomic_store(&r->phase.value, ST_RUN_BUILDING);
@@ -233,7 +233,7 @@ int st_run_begin(strata_worker *w, st_run **out) {
     w->live_runs++;
     w->building = 1;
     st_tmap_reset(&w->tmap); /* the map only ever holds the building run's entries */
-    if (w->trace.on)
+    if (ST_TRACING(w))
         st_trace_phase(w, r, ST_RUN_BUILDING);
     activate_head(w);
     *out = r;
@@ -244,7 +244,7 @@ void st_run_close_submission(strata_worker *w, st_run *r) {
     ST_ASSERT(!r->submission_closed, "run %llu closed twice", (unsigned long long)r->id);
     r->submission_closed = 1;
     w->building = 0;
-    if (w->trace.on)
+    if (ST_TRACING(w))
         st_trace_phase(w, r, ST_TRACE_BUILT);
     if (run_phase(r) == ST_RUN_BUILDING)
         run_transition_to(r, RUN_T_STAGE);
@@ -260,7 +260,7 @@ void st_run_fail_submission(strata_worker *w, st_run *r, int status, const char 
     if (!r->submission_closed) {
         r->submission_closed = 1;
         w->building = 0;
-        if (w->trace.on)
+        if (ST_TRACING(w))
             st_trace_phase(w, r, ST_TRACE_BUILT);
         st_event_bump(&w->admit_ev);
     }

@@ -20,13 +20,15 @@ int strata_worker_stats(const strata_worker *cw, strata_worker_statistics *out) 
     strata_worker *w = (strata_worker *)cw; /* the lock is taken, nothing changed */
     st_engine_lock(w);
     *out = w->stats;
-    out->sub_workers = (uint32_t)w->nsubs;
-    out->next_level = (uint32_t)w->nnext;
+    if (!w->trace.t0) { /* not initialised: the tables as they are (init stores them) */
+        out->sub_workers = (uint32_t)w->nsubs;
+        out->next_level = (uint32_t)w->nnext;
+    }
     uint64_t t0 = w->trace.t0;
     uint64_t end = w->trace.end_ns ? w->trace.end_ns : st_now_ns();
     out->elapsed_ns = t0 && end > t0 ? end - t0 : 0;
-    out->trace_events = st_trace_lane_count(&w->trace.engine);
-    out->trace_dropped = w->trace.engine.dropped;
+    out->trace_events = st_trace_lane_count(w->trace.lane);
+    out->trace_dropped = w->trace.lane->dropped;
     st_engine_unlock(w);
     /* The engine keeps the sum in the mean's place. */
     out->overhead_mean_ns = out->overhead_tasks ? out->overhead_mean_ns / out->overhead_tasks : 0;

@@ -88,7 +88,7 @@ void st_init_slot(strata_orch *o, st_slot *s, st_slot_kind kind, strata_callable
     s->fanout_total = s->fanout_released = 0;
     s->fail_status = 0;
     s->path_ns = 0;
-    s->t_submit = r->w->trace.timed ? st_now_ns() : 0;
+    s->t_submit = ST_TIMED(r->w) ? st_now_ns() : 0;
     s->cfg = (strata_call_config){0};
     st_run_link_slot(r, s);
     r->active_tasks++;

@@ -12,35 +12,72 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/endpoint.h"
 #include "core/engine.h"
 #include "core/run.h"
 #include "core/slot.h"
 #include "core/trace.h"
+#include "core/trace_child.h"
 #include "util/alloc.h"
 #include "util/clock.h"
 #include "util/error.h"
 
-/* Top-level workers of this process that took STRATA_TRACE: the second one
- * writes FILE.2, and so on (one process-wide counter, not state of a worker). */
+/* Top-level workers that took STRATA_TRACE, and the process they were
+ * counted in (process-wide state, not a worker's). A forked child inherits
+ * both: its pid differs from `env_pid`, so it knows another process already
+ * names files after STRATA_TRACE and puts its own pid into its names. */
 static _Atomic unsigned env_users;
+static _Atomic long env_pid;
+static _Atomic int env_forked; /* this process is such a child */
 
-/* STRATA_OK with *out NULL when STRATA_TRACE is unset or empty. */
+/* `env` with each "%p" replaced by the pid and "%%" by "%", into p (cap). */
+static void expand_pid(char *p, size_t cap, const char *env, long pid) {
+    size_t o = 0;
+    for (const char *s = env; *s && o + 1 < cap; s++) {
+        if (s[0] == '%' && s[1] == 'p') {
+            int n = snprintf(p + o, cap - o, "%ld", pid);
+            o = n > 0 && (size_t)n < cap - o ? o + (size_t)n : cap - 1;
+            s++;
+        } else if (s[0] == '%' && s[1] == '%') {
+            p[o++] = '%';
+            s++;
+        } else {
+            p[o++] = *s;
+        }
+    }
+    p[o] = '\0';
+}
+
+/* STRATA_OK with *out NULL when STRATA_TRACE is unset or empty. The first
+ * worker of the first process takes FILE, further ones FILE.2, FILE.3...; in
+ * a process forked from one that took names already, FILE.<pid>,
+ * FILE.<pid>.2... (docs/tracing.md, "Recording a trace"). */
 static int env_trace_path(char **out) {
     *out = NULL;
     const char *env = getenv("STRATA_TRACE");
     if (!env || !env[0])
         return STRATA_OK;
+    long pid = (long)getpid();
+    long first = 0;
+    if (!atomic_compare_exchange_strong(&env_pid, &first, pid) && first != pid) {
+        /* a forked child: its count starts again, under its own pid */
+        atomic_store(&env_pid, pid);
+        atomic_store(&env_users, 0);
+        atomic_store(&env_forked, 1);
+    }
     unsigned n = atomic_fetch_add(&env_users, 1) + 1;
-    size_t len = strlen(env) + 16;
+    size_t len = strlen(env) * 8 + 48; /* each "%p" (2 bytes) grows to at most 20 */
     char *p = st_malloc(len);
     if (!p)
         return st_fail_nomem("strata_worker_create: the STRATA_TRACE file name", len);
-    if (n == 1)
-        snprintf(p, len, "%s", env);
-    else
-        snprintf(p, len, "%s.%u", env, n);
+    expand_pid(p, len, env, pid);
+    size_t o = strlen(p);
+    if (atomic_load(&env_forked) && !strstr(env, "%p")) /* "%p" named it per process already */
+        o += (size_t)snprintf(p + o, len - o, ".%ld", pid);
+    if (n > 1)
+        snprintf(p + o, len - o, ".%u", n);
     *out = p;
     return STRATA_OK;
 }
@@ -48,6 +85,7 @@ static int env_trace_path(char **out) {
 int st_trace_create(strata_worker *w) {
     st_trace *t = &w->trace;
     st_error_init(&t->status);
+    t->lane = &t->engine; /* empty until tracing maps it */
     if (w->cfg.trace_path) {
         t->path = st_strdup(w->cfg.trace_path);
         if (!t->path)
@@ -56,8 +94,13 @@ int st_trace_create(strata_worker *w) {
         STRATA_TRY(env_trace_path(&t->path));
     }
     w->cfg.trace_path = t->path; /* the caller's string may go */
-    if (t->path) {
+    if (t->path && STRATA_TRACE_COMPILED) {
         int rc = st_trace_lane_init(&t->engine, w->cfg.trace_events_per_lane);
+        if (rc == STRATA_OK && !(t->msgs = st_calloc(1, sizeof *t->msgs))) {
+            st_trace_lane_free(&t->engine);
+            rc = st_fail_nomem("strata_worker_create: the trace's message table", sizeof *t->msgs);
+        }
+        t->msgs_owned = t->msgs != NULL;
         if (rc != STRATA_OK) {
             st_free(t->path);
             t->path = NULL;
@@ -65,13 +108,17 @@ int st_trace_create(strata_worker *w) {
         }
         t->on = 1;
     }
-    t->timed = t->on || w->cfg.collect_stats;
+    t->timed = STRATA_TRACE_COMPILED && (t->on || w->cfg.collect_stats);
     w->stats.timed = t->timed;
     return STRATA_OK;
 }
 
 void st_trace_destroy(strata_worker *w) {
     st_trace_lane_free(&w->trace.engine);
+    if (w->trace.msgs_owned)
+        st_free(w->trace.msgs);
+    w->trace.msgs = NULL;
+    st_trace_regions_free(w);
     st_free(w->trace.path);
     w->trace.path = NULL;
     w->cfg.trace_path = NULL;
@@ -79,6 +126,9 @@ void st_trace_destroy(strata_worker *w) {
 
 void st_trace_start(strata_worker *w) {
     w->trace.t0 = st_now_ns();
+    /* Kept for strata_worker_stats after close, which empties the tables. */
+    w->stats.sub_workers = (uint32_t)w->nsubs;
+    w->stats.next_level = (uint32_t)w->nnext;
 }
 
 void st_trace_finish(strata_worker *w) {
@@ -88,7 +138,9 @@ void st_trace_finish(strata_worker *w) {
     st_engine_unlock(w);
     if (!t->on)
         return;
-    t->on = 0; /* written once */
+    t->on = 0;   /* written once */
+    if (t->into) /* a child Worker in a process: its parent writes the file */
+        return;
     int rc = st_trace_write(w, t->path);
     if (rc != STRATA_OK)
         st_error_set(&t->status, rc, "strata_worker_close: %s", strata_error_message());
@@ -122,7 +174,7 @@ void st_stats_count(strata_worker *w, st_slot *s, const st_completion *c) {
 /* ---- record points ------------------------------------------------------- */
 
 static st_trace_event *next_event(strata_worker *w, uint64_t now) {
-    return w->trace.on ? st_trace_lane_next(&w->trace.engine, now) : NULL;
+    return w->trace.on ? st_trace_lane_next(w->trace.lane, now) : NULL;
 }
 
 static void edges_of(strata_worker *w, st_slot *s, uint64_t now, uint64_t *longest) {
@@ -140,7 +192,7 @@ static void edges_of(strata_worker *w, st_slot *s, uint64_t now, uint64_t *longe
                               .a = (uint32_t)p->seq,
                               .b = (uint32_t)s->seq,
                               .kind = ST_TEV_EDGE};
-        st_trace_lane_commit(&w->trace.engine);
+        st_trace_lane_commit(w->trace.lane);
     }
 }
 
@@ -159,13 +211,53 @@ static void chip_phases(strata_worker *w, st_slot *s, const st_completion *c, in
                           .b = (uint32_t)s->callable,
                           .worker = num,
                           .kind = ST_TEV_CHIP};
-    st_trace_lane_commit(&w->trace.engine);
+    st_trace_lane_commit(w->trace.lane);
+}
+
+/* A completion's start and end, if they describe this dispatch: t_dispatch
+ * <= t_start <= t_end, and for a child process's times (read in another
+ * process, handed back in shared memory the child can scribble on) t_end <=
+ * the parent's now (taken here, at the drain: later than the completion, so
+ * never too strict). Times that fail are dropped and counted; times of 0
+ * were not measured (a kind that measures nothing). */
+static int times_trusted(strata_worker *w, const st_slot *s, const st_completion *c) {
+    if (c->t_start == 0 && c->t_end == 0)
+        return 0;
+    int ok = c->t_start != 0 && c->t_start >= s->t_dispatch && c->t_end >= c->t_start;
+    if (ok && c->ep->pid != 0)
+        ok = c->t_end <= st_now_ns();
+    if (!ok) {
+        w->trace.times_rejected++;
+        if (w->trace.into) /* the parent reads the region, not this process's count */
+            w->trace.into->times_rejected++;
+    }
+    return ok;
+}
+
+/* A failed task's message, while the table has room (no allocation: the
+ * table was made at create). */
+static void error_text(strata_worker *w, st_slot *s, const st_completion *c, uint64_t now) {
+    st_trace_msgs *m = w->trace.msgs;
+    if (!m || m->n >= ST_TRACE_MSGS || !c->msg[0])
+        return;
+    st_trace_event *e = next_event(w, now);
+    if (!e)
+        return;
+    uint32_t slot = m->n++;
+    size_t len = strnlen(c->msg, ST_TRACE_MSG_LEN - 1); /* a longer one is cut */
+    memcpy(m->text[slot], c->msg, len);
+    m->text[slot][len] = '\0';
+    *e = (st_trace_event){.ts = now,
+                          .t = {slot},
+                          .run = s->run->id,
+                          .a = (uint32_t)s->seq,
+                          .b = c->member,
+                          .kind = ST_TEV_ERROR};
+    st_trace_lane_commit(w->trace.lane);
 }
 
 void st_trace_task_end(strata_worker *w, st_slot *s, const st_completion *c) {
-    /* Times an endpoint did not write this time (a kind that measures
-     * nothing, a record reused) are older than this dispatch: not measured. */
-    int measured = c->t_start != 0 && c->t_start >= s->t_dispatch && c->t_end >= c->t_start;
+    int measured = times_trusted(w, s, c);
     uint64_t now = measured ? c->t_end : st_now_ns(); /* one clock read fewer per task */
     uint64_t start = measured ? c->t_start : s->t_dispatch;
     uint64_t end = now;
@@ -207,7 +299,9 @@ void st_trace_task_end(strata_worker *w, st_slot *s, const st_completion *c) {
         .status = c->status == STRATA_OK ? 0 : 1,
         .flags = measured ? ST_TEVF_MEASURED : 0,
     };
-    st_trace_lane_commit(&w->trace.engine);
+    st_trace_lane_commit(w->trace.lane);
+    if (c->status != STRATA_OK)
+        error_text(w, s, c, now);
     if (!c->ep->is_sub)
         chip_phases(w, s, c, num);
 }
@@ -225,7 +319,7 @@ void st_trace_not_run(strata_worker *w, st_slot *s) {
                           .worker = -1,
                           .kind = ST_TEV_NOT_RUN,
                           .status = s->fail_status == STRATA_ECANCELED ? 2 : 1};
-    st_trace_lane_commit(&w->trace.engine);
+    st_trace_lane_commit(w->trace.lane);
 }
 
 void st_trace_phase(strata_worker *w, st_run *r, uint32_t phase) {
@@ -234,7 +328,7 @@ void st_trace_phase(strata_worker *w, st_run *r, uint32_t phase) {
     if (!e)
         return;
     *e = (st_trace_event){.ts = now, .run = r->id, .a = phase, .kind = ST_TEV_PHASE};
-    st_trace_lane_commit(&w->trace.engine);
+    st_trace_lane_commit(w->trace.lane);
 }
 
 void st_trace_wait(strata_worker *w, uint64_t began, int heap) {
@@ -243,5 +337,5 @@ void st_trace_wait(strata_worker *w, uint64_t began, int heap) {
     if (!e)
         return;
     *e = (st_trace_event){.ts = now, .t = {began}, .a = (uint32_t)heap, .kind = ST_TEV_WAIT};
-    st_trace_lane_commit(&w->trace.engine);
+    st_trace_lane_commit(w->trace.lane);
 }

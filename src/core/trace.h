@@ -29,15 +29,36 @@ enum {
     ST_TEV_WAIT,     /* a capacity wait: t[0] began, ts ended, a 0 window / 1 heap ring */
     ST_TEV_CHIP,     /* a chip task's native phases: t[] prepare start, prepare end, launch,
                         device completion; ts finalize end; a seq, b callable, worker */
+    ST_TEV_ERROR,    /* a failed task's message, recorded right after its TASK event: a seq,
+                        b member, t[0] its slot in st_trace_msgs */
 };
 enum { ST_TEVF_MEASURED = 1 }; /* start/end were read where the body ran */
 /* The phase value of an ST_TEV_PHASE event that ends the building span: the
  * orchestration function returned (the run's own phases are st_run_phase). */
 #define ST_TRACE_BUILT 0u
 
+/* 0: the recording and timing hooks are compiled out (CMake
+ * STRATA_TRACE_COMPILED=OFF, and bench_trace's "no tracing" anchor): every
+ * point below folds to nothing and tracing cannot be switched on. */
+#ifndef STRATA_TRACE_COMPILED
+#define STRATA_TRACE_COMPILED 1
+#endif
+/* The engine's tests at its record points: tracing on, tasks timed. */
+#define ST_TRACING(w) (STRATA_TRACE_COMPILED && (w)->trace.on)
+#define ST_TIMED(w) (STRATA_TRACE_COMPILED && (w)->trace.timed)
+
 /* Worker numbers in a task event: sub i is i, the helper is nsubs, next-level
  * worker j is ST_TRACE_NEXT + j. */
 #define ST_TRACE_NEXT 0x10000
+
+/* The messages of the first failed tasks of a trace, kept for the file (a
+ * fixed table: later failures keep their status, not their text). */
+#define ST_TRACE_MSGS 64
+#define ST_TRACE_MSG_LEN 256
+typedef struct st_trace_msgs {
+    uint32_t n;
+    char text[ST_TRACE_MSGS][ST_TRACE_MSG_LEN];
+} st_trace_msgs;
 
 typedef struct st_trace {
     int on;          /* recording a trace */
@@ -47,7 +68,14 @@ typedef struct st_trace {
     uint64_t t0;     /* monotonic ns of ts 0 (init) */
     uint64_t end_ns; /* close: the end of elapsed_ns */
     st_trace_lane engine;
-    st_error status; /* writing the file */
+    st_trace_lane *lane; /* where the record points write: &engine, or the region of `into` */
+    st_trace_msgs *msgs; /* failed tasks' messages: the worker's own, or the region's */
+    int msgs_owned;      /* msgs was allocated here (freed at destroy) */
+    struct st_trace_region *into; /* a child Worker in a process: its parent's region (no file) */
+    /* The parent's regions for its process children (trace_child.c), by next-level id. */
+    struct st_trace_region *child[STRATA_MAX_NEXT_LEVEL];
+    uint64_t times_rejected; /* completions whose start/end failed the bounds (trace.c) */
+    st_error status;         /* writing the file */
 } st_trace;
 
 struct strata_worker;
@@ -71,6 +99,12 @@ void st_trace_phase(struct strata_worker *w, struct strata_run *r, uint32_t phas
 void st_trace_wait(struct strata_worker *w, uint64_t began, int heap);
 /* Counts every task end, timed or not (engine lock held). */
 void st_stats_count(struct strata_worker *w, struct st_slot *s, const struct st_completion *c);
+
+/* The regions of process children (trace_child.c): unmapped at destroy. */
+void st_trace_regions_free(struct strata_worker *w);
+/* The names a worker's events refer to, from w itself (trace_child.c). */
+struct st_trace_names;
+void st_trace_names_of(struct strata_worker *w, struct st_trace_names *out);
 
 /* The file (trace_json.c): STRATA_OK or the failure, described. */
 int st_trace_write(struct strata_worker *w, const char *path);

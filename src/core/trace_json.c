@@ -18,11 +18,13 @@
 #include "core/engine.h"
 #include "core/run.h"
 #include "core/trace.h"
+#include "core/trace_child.h"
 #include "strata/strata.h"
 #include "util/alloc.h"
 #include "util/error.h"
 
-enum { TID_RUNS = 1, TID_ORCH = 2, TID_SUB0 = 10, TID_NEXT0 = 1000 };
+/* Lane numbers of one worker; child Worker j's are offset by (j + 1) * CHILD_TIDS. */
+enum { TID_RUNS = 1, TID_ORCH = 2, TID_SUB0 = 10, TID_NEXT0 = 1000, CHILD_TIDS = 10000 };
 
 struct task_key {
     uint64_t run;
@@ -30,28 +32,85 @@ struct task_key {
     uint32_t idx; /* in the lane */
 };
 
+/* What every part of the file shares. */
+typedef struct sink {
+    FILE *f;
+    int first;        /* no event written yet: no comma before the next */
+    int lanes;        /* thread_name entries written */
+    uint32_t edge_id; /* flow ids, unique in the file */
+    uint64_t dropped; /* over every lane */
+    uint64_t rejected;
+    uint64_t t0; /* ts 0: the top-level worker's init */
+} sink;
+
+/* One worker's events into the file: the top-level worker's own, a process
+ * chip's (parent names, the chip's lane) or a child Worker's (its names,
+ * lanes of its own). */
 typedef struct writer {
     FILE *f;
-    strata_worker *w;
+    sink *o;
+    const st_trace_names *nm;
     const st_trace_event *ev;
     uint32_t n;
     struct task_key *tasks; /* the TASK events, sorted by (run, seq) */
     uint32_t ntasks;
-    long pid;
-    int first; /* no event written yet: no comma before the next */
-    int lanes; /* thread_name entries written */
+    long pid;                  /* the process of the worker's engine */
+    int tid_base;              /* added to every lane number: a child Worker's lanes are its own */
+    int child;                 /* -1, or the next-level id of the child Worker written */
+    int in_parent;             /* that child Worker is hosted by a thread of the parent's process */
+    const st_trace_lane *lane; /* its drops */
+    uint64_t dropped, full_ts;
+    const st_trace_msgs *msgs; /* the failed tasks' messages (ST_TEV_ERROR) */
 } writer;
 
-static void put_str(FILE *f, const char *s) {
+/* The length of the well-formed UTF-8 sequence at s (RFC 3629: no overlong
+ * forms, no surrogates, nothing above U+10FFFF), or 0. */
+static int utf8_len(const unsigned char *s) {
+    unsigned char c = s[0];
+    int n;
+    uint32_t cp;
+    if (c < 0x80)
+        return 1;
+    if (c >= 0xc2 && c <= 0xdf)
+        n = 2, cp = c & 0x1fu;
+    else if (c >= 0xe0 && c <= 0xef)
+        n = 3, cp = c & 0x0fu;
+    else if (c >= 0xf0 && c <= 0xf4)
+        n = 4, cp = c & 0x07u;
+    else
+        return 0;
+    for (int i = 1; i < n; i++) {
+        if ((s[i] & 0xc0) != 0x80) /* also stops at the terminating NUL */
+            return 0;
+        cp = cp << 6 | (s[i] & 0x3fu);
+    }
+    if ((n == 3 && cp < 0x800) || (n == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
+        (cp >= 0xd800 && cp <= 0xdfff))
+        return 0;
+    return n;
+}
+
+/* A JSON string: names and labels come from callers and backends, so bytes
+ * that are not UTF-8 become U+FFFD (one per byte) and control characters are
+ * escaped; viewers (Perfetto) refuse a file with either raw. */
+static void put_str(FILE *f, const char *str) {
+    const unsigned char *s = (const unsigned char *)str;
     fputc('"', f);
-    for (; *s; s++) {
-        unsigned char ch = (unsigned char)*s;
+    while (*s) {
+        unsigned char ch = *s;
+        int n = utf8_len(s);
+        if (n == 0) {
+            fputs("\\ufffd", f);
+            s++;
+            continue;
+        }
         if (ch == '"' || ch == '\\')
             fprintf(f, "\\%c", ch);
-        else if (ch < 0x20)
+        else if (ch < 0x20 || ch == 0x7f)
             fprintf(f, "\\u%04x", ch);
         else
-            fputc(ch, f);
+            fwrite(s, 1, (size_t)n, f);
+        s += n;
     }
     fputc('"', f);
 }
@@ -63,33 +122,49 @@ static void put_us(FILE *f, uint64_t t0, uint64_t ns) {
 }
 
 static void begin_event(writer *wr) {
-    fputs(wr->first ? "\n" : ",\n", wr->f);
-    wr->first = 0;
+    fputs(wr->o->first ? "\n" : ",\n", wr->f);
+    wr->o->first = 0;
 }
 
-static const char *callable_name(strata_worker *w, uint32_t id) {
-    const st_callable_info *ci = st_registry_get(&w->callables, (int32_t)id);
-    return ci ? ci->name : "?";
+static const char *callable_name(const writer *wr, uint32_t id) {
+    return id < wr->nm->ncallables ? wr->nm->callable[id] : "?";
 }
 
-static int tid_of(const strata_worker *w, int32_t worker) {
-    if (worker >= ST_TRACE_NEXT)
-        return TID_NEXT0 + (worker - ST_TRACE_NEXT);
-    if (worker < 0)
-        return TID_ORCH;
-    (void)w;
-    return TID_SUB0 + worker;
+/* A worker number the names do not know (a child's records are not trusted)
+ * goes to the orchestrator's lane. */
+static int tid_of(const writer *wr, int32_t worker) {
+    if (worker >= ST_TRACE_NEXT && worker - ST_TRACE_NEXT < wr->nm->nnext)
+        return wr->tid_base + TID_NEXT0 + (worker - ST_TRACE_NEXT);
+    if (worker < 0 || worker > wr->nm->nsubs) /* nsubs: the helper */
+        return wr->tid_base + TID_ORCH;
+    return wr->tid_base + TID_SUB0 + worker;
 }
 
 /* The process a worker's task bodies ran in: a process child's own pid. */
 static long pid_of(const writer *wr, int32_t worker) {
-    const strata_worker *w = wr->w;
-    const st_endpoint *ep = NULL;
-    if (worker >= ST_TRACE_NEXT && worker - ST_TRACE_NEXT < w->nnext)
-        ep = w->next[worker - ST_TRACE_NEXT].ep;
-    else if (worker >= 0 && worker < w->nsubs)
-        ep = w->subs[worker].ep;
-    return ep && ep->pid ? (long)ep->pid : wr->pid;
+    const st_trace_names *nm = wr->nm;
+    int32_t pid = 0;
+    if (worker >= ST_TRACE_NEXT && worker - ST_TRACE_NEXT < nm->nnext)
+        pid = nm->next_pid[worker - ST_TRACE_NEXT];
+    else if (worker >= 0 && worker < nm->nsubs)
+        pid = nm->sub_pid[worker];
+    return pid ? (long)pid : wr->pid;
+}
+
+/* A child Worker's runs and tasks are told apart from its parent's by a
+ * prefix: "n<id>/" (its next-level id in the parent). */
+static void put_run_id(writer *wr, uint64_t run) {
+    if (wr->child >= 0)
+        fprintf(wr->f, "\"n%d/%llu\"", wr->child, (unsigned long long)run);
+    else
+        fprintf(wr->f, "%llu", (unsigned long long)run);
+}
+
+static void put_task_id(writer *wr, uint64_t run, uint32_t seq) {
+    if (wr->child >= 0)
+        fprintf(wr->f, "\"n%d/%llu:%u\"", wr->child, (unsigned long long)run, seq);
+    else
+        fprintf(wr->f, "\"%llu:%u\"", (unsigned long long)run, seq);
 }
 
 static void put_name(writer *wr, const char *what, long pid, int tid, const char *name) {
@@ -103,22 +178,37 @@ static void put_name(writer *wr, const char *what, long pid, int tid, const char
 }
 
 static void put_lane_name(writer *wr, long pid, int tid, const char *name) {
-    put_name(wr, "thread_name", pid, tid, name);
-    wr->lanes++;
+    char full[160];
+    if (wr->in_parent && pid == wr->pid) /* beside the parent's own lanes: say whose */
+        snprintf(full, sizeof full, "next-level %d: %s", wr->child, name);
+    else
+        snprintf(full, sizeof full, "%s", name);
+    put_name(wr, "thread_name", pid, wr->tid_base + tid, full);
+    wr->o->lanes++;
+}
+
+/* A process's name; a child Worker's own processes say whose they are. */
+static void put_process_name(writer *wr, long pid, const char *name) {
+    char full[160];
+    if (wr->child >= 0)
+        snprintf(full, sizeof full, "next-level %d: %s", wr->child, name);
+    else
+        snprintf(full, sizeof full, "%s", name);
+    put_name(wr, "process_name", pid, -1, full);
 }
 
 static void put_sub_names(writer *wr) {
     char name[96];
-    for (int i = 0; i < wr->w->nsubs; i++) {
+    for (int i = 0; i < wr->nm->nsubs; i++) {
         long pid = pid_of(wr, i);
         if (pid != wr->pid) {
             snprintf(name, sizeof name, "sub worker %d (process)", i);
-            put_name(wr, "process_name", pid, -1, name);
+            put_process_name(wr, pid, name);
         }
         snprintf(name, sizeof name, "sub %d", i);
         put_lane_name(wr, pid, TID_SUB0 + i, name);
     }
-    put_lane_name(wr, wr->pid, TID_SUB0 + wr->w->nsubs, "helper");
+    put_lane_name(wr, wr->pid, TID_SUB0 + wr->nm->nsubs, "helper");
 }
 
 /* A next-level endpoint's label reads "<id> (<name>)" (exec/worker_chip.c,
@@ -134,18 +224,18 @@ static const char *label_name(const char *label, char *buf, size_t cap) {
 }
 
 static void put_next_names(writer *wr) {
-    strata_worker *w = wr->w;
+    const st_trace_names *nm = wr->nm;
     char name[96], own[64];
-    for (int j = 0; j < w->nnext; j++) {
-        const char *label = label_name(w->next[j].ep ? w->next[j].ep->label : "", own, sizeof own);
+    for (int j = 0; j < nm->nnext; j++) {
+        const char *label = label_name(nm->next_label[j], own, sizeof own);
         int chip = strncmp(label, "chip ", 5) == 0;
         long pid = pid_of(wr, ST_TRACE_NEXT + j);
         if (pid != wr->pid) {
             if (chip)
                 snprintf(name, sizeof name, "%s (process)", label);
             else
-                snprintf(name, sizeof name, "L%d child %d (process)", w->cfg.level - 1, j);
-            put_name(wr, "process_name", pid, -1, name);
+                snprintf(name, sizeof name, "L%d child %d (process)", nm->level - 1, j);
+            put_process_name(wr, pid, name);
         }
         if (chip)
             snprintf(name, sizeof name, "%s", label);
@@ -157,8 +247,9 @@ static void put_next_names(writer *wr) {
 
 static void put_metadata(writer *wr) {
     char name[96];
-    snprintf(name, sizeof name, "strata L%d worker", wr->w->cfg.level);
-    put_name(wr, "process_name", wr->pid, -1, name);
+    snprintf(name, sizeof name, "strata L%d worker", wr->nm->level);
+    if (wr->child < 0) /* a child Worker's process was named by its parent's lanes */
+        put_process_name(wr, wr->pid, name);
     put_lane_name(wr, wr->pid, TID_RUNS, "runs");
     put_lane_name(wr, wr->pid, TID_ORCH, "orchestrator");
     put_sub_names(wr);
@@ -196,9 +287,12 @@ static const char *status_name(uint8_t s) {
 
 static void put_task_args(writer *wr, const st_trace_event *e, uint32_t edge_from, uint32_t i) {
     FILE *f = wr->f;
-    uint64_t t0 = wr->w->trace.t0;
-    fprintf(f, "\"args\":{\"run\":%llu,\"task\":\"%llu:%u\",\"worker\":%d,\"submit_us\":",
-            (unsigned long long)e->run, (unsigned long long)e->run, e->a,
+    uint64_t t0 = wr->o->t0;
+    fputs("\"args\":{\"run\":", f);
+    put_run_id(wr, e->run);
+    fputs(",\"task\":", f);
+    put_task_id(wr, e->run, e->a);
+    fprintf(f, ",\"worker\":%d,\"submit_us\":",
             e->worker >= ST_TRACE_NEXT ? e->worker - ST_TRACE_NEXT : e->worker);
     put_us(f, t0, e->t[0]);
     fputs(",\"ready_us\":", f);
@@ -207,14 +301,27 @@ static void put_task_args(writer *wr, const st_trace_event *e, uint32_t edge_fro
     put_us(f, t0, e->t[2]);
     if (e->b >> 31) /* a group's member: the members share the task id */
         fprintf(f, ",\"member\":%u", (e->b >> 16) & 0x7fffu);
-    fprintf(f, ",\"measured\":%s,\"status\":\"%s\",\"deps\":[",
-            e->flags & ST_TEVF_MEASURED ? "true" : "false", status_name(e->status));
+    fprintf(f, ",\"measured\":%s,\"status\":\"%s\"", e->flags & ST_TEVF_MEASURED ? "true" : "false",
+            status_name(e->status));
+    /* Its message follows it within a few records (a chip's phases between). */
+    for (uint32_t k = i + 1; e->status && wr->msgs && k < wr->n && k <= i + 3; k++) {
+        const st_trace_event *x = &wr->ev[k];
+        if (x->kind != ST_TEV_ERROR || x->run != e->run || x->a != e->a ||
+            x->b != ((e->b >> 16) & 0x7fffu) || x->t[0] >= wr->msgs->n)
+            continue;
+        fputs(",\"error\":", f);
+        put_str(f, wr->msgs->text[x->t[0]]);
+        break;
+    }
+    fputs(",\"deps\":[", f);
     int any = 0;
     for (uint32_t k = edge_from; k < i; k++) {
         const st_trace_event *d = &wr->ev[k];
         if (d->kind != ST_TEV_EDGE || d->run != e->run || d->b != e->a)
             continue;
-        fprintf(f, "%s\"%llu:%u\"", any ? "," : "", (unsigned long long)d->run, d->a);
+        if (any)
+            fputc(',', f);
+        put_task_id(wr, d->run, d->a);
         any = 1;
     }
     fputs("]}}", f);
@@ -222,11 +329,11 @@ static void put_task_args(writer *wr, const st_trace_event *e, uint32_t edge_fro
 
 static void put_task(writer *wr, const st_trace_event *e, uint32_t edge_from, uint32_t i) {
     FILE *f = wr->f;
-    uint64_t t0 = wr->w->trace.t0;
+    uint64_t t0 = wr->o->t0;
     begin_event(wr);
     fputs("{\"ph\":\"X\",\"cat\":\"task\",\"name\":", f);
-    put_str(f, callable_name(wr->w, e->b & 0xffffu));
-    fprintf(f, ",\"pid\":%ld,\"tid\":%d,\"ts\":", pid_of(wr, e->worker), tid_of(wr->w, e->worker));
+    put_str(f, callable_name(wr, e->b & 0xffffu));
+    fprintf(f, ",\"pid\":%ld,\"tid\":%d,\"ts\":", pid_of(wr, e->worker), tid_of(wr, e->worker));
     put_us(f, t0, e->t[3]);
     fputs(",\"dur\":", f);
     put_us(f, e->t[3], e->ts > e->t[3] ? e->ts : e->t[3]);
@@ -237,15 +344,18 @@ static void put_task(writer *wr, const st_trace_event *e, uint32_t edge_from, ui
 static void put_not_run(writer *wr, const st_trace_event *e) {
     FILE *f = wr->f;
     char name[96];
-    snprintf(name, sizeof name, "%s (not run)", callable_name(wr->w, e->b & 0xffffu));
+    snprintf(name, sizeof name, "%s (not run)", callable_name(wr, e->b & 0xffffu));
     begin_event(wr);
     fputs("{\"ph\":\"i\",\"cat\":\"task\",\"s\":\"t\",\"name\":", f);
     put_str(f, name);
-    fprintf(f, ",\"pid\":%ld,\"tid\":%d,\"ts\":", wr->pid, TID_ORCH);
-    put_us(f, wr->w->trace.t0, e->ts);
-    fprintf(f, ",\"args\":{\"run\":%llu,\"task\":\"%llu:%u\",\"worker\":-1,\"submit_us\":",
-            (unsigned long long)e->run, (unsigned long long)e->run, e->a);
-    put_us(f, wr->w->trace.t0, e->t[0]);
+    fprintf(f, ",\"pid\":%ld,\"tid\":%d,\"ts\":", wr->pid, wr->tid_base + TID_ORCH);
+    put_us(f, wr->o->t0, e->ts);
+    fputs(",\"args\":{\"run\":", f);
+    put_run_id(wr, e->run);
+    fputs(",\"task\":", f);
+    put_task_id(wr, e->run, e->a);
+    fputs(",\"worker\":-1,\"submit_us\":", f);
+    put_us(f, wr->o->t0, e->t[0]);
     fprintf(f, ",\"status\":\"%s\"}}", status_name(e->status));
 }
 
@@ -255,19 +365,19 @@ static void put_edge(writer *wr, const st_trace_event *d, uint32_t id) {
     if (!p || !c)
         return; /* an end's record was dropped */
     FILE *f = wr->f;
-    uint64_t t0 = wr->w->trace.t0;
+    uint64_t t0 = wr->o->t0;
     begin_event(wr);
     fprintf(
         f,
         "{\"ph\":\"s\",\"cat\":\"dep\",\"name\":\"dep\",\"id\":%u,\"pid\":%ld,\"tid\":%d,\"ts\":",
-        id, pid_of(wr, p->worker), tid_of(wr->w, p->worker));
+        id, pid_of(wr, p->worker), tid_of(wr, p->worker));
     put_us(f, t0, p->ts);
     fputc('}', f);
     begin_event(wr);
     fprintf(f,
             "{\"ph\":\"f\",\"cat\":\"dep\",\"name\":\"dep\",\"bp\":\"e\",\"id\":%u,\"pid\":%ld,"
             "\"tid\":%d,\"ts\":",
-            id, pid_of(wr, c->worker), tid_of(wr->w, c->worker));
+            id, pid_of(wr, c->worker), tid_of(wr, c->worker));
     put_us(f, t0, c->t[3]);
     fputc('}', f);
 }
@@ -279,7 +389,7 @@ static void put_span_on(writer *wr, const char *cat, const char *name, long pid,
     fprintf(f, "{\"ph\":\"X\",\"cat\":\"%s\",\"name\":", cat);
     put_str(f, name);
     fprintf(f, ",\"pid\":%ld,\"tid\":%d,\"ts\":", pid, tid);
-    put_us(f, wr->w->trace.t0, from);
+    put_us(f, wr->o->t0, from);
     fputs(",\"dur\":", f);
     put_us(f, from, to > from ? to : from);
     fputc('}', f);
@@ -287,14 +397,14 @@ static void put_span_on(writer *wr, const char *cat, const char *name, long pid,
 
 static void put_span(writer *wr, const char *cat, const char *name, int tid, uint64_t from,
                      uint64_t to) {
-    put_span_on(wr, cat, name, wr->pid, tid, from, to);
+    put_span_on(wr, cat, name, wr->pid, wr->tid_base + tid, from, to);
 }
 
 /* A chip task's native phases on its lane (a launch never seen: no execute). */
 static void put_chip(writer *wr, const st_trace_event *e) {
-    const char *c = callable_name(wr->w, e->b & 0xffffu);
+    const char *c = callable_name(wr, e->b & 0xffffu);
     char name[96];
-    int tid = tid_of(wr->w, e->worker);
+    int tid = tid_of(wr, e->worker);
     long pid = pid_of(wr, e->worker);
     if (e->t[1]) {
         snprintf(name, sizeof name, "prepare %s", c);
@@ -314,14 +424,19 @@ static void put_chip(writer *wr, const st_trace_event *e) {
 /* A run's phase events in order: building until the next phase, executing
  * until the terminal one, then the terminal instant. */
 static void put_phases(writer *wr, const st_trace_event *e, uint32_t i) {
+    char run[32];
+    if (wr->child >= 0)
+        snprintf(run, sizeof run, "n%d/%llu", wr->child, (unsigned long long)e->run);
+    else
+        snprintf(run, sizeof run, "%llu", (unsigned long long)e->run);
     if (e->a == ST_RUN_COMPLETED || e->a == ST_RUN_FAILED) {
         begin_event(wr);
         fprintf(wr->f,
-                "{\"ph\":\"i\",\"cat\":\"run\",\"s\":\"p\",\"name\":\"run %llu %s\",\"pid\":%ld,"
+                "{\"ph\":\"i\",\"cat\":\"run\",\"s\":\"p\",\"name\":\"run %s %s\",\"pid\":%ld,"
                 "\"tid\":%d,\"ts\":",
-                (unsigned long long)e->run, e->a == ST_RUN_FAILED ? "failed" : "completed", wr->pid,
-                TID_RUNS);
-        put_us(wr->f, wr->w->trace.t0, e->ts);
+                run, e->a == ST_RUN_FAILED ? "failed" : "completed", wr->pid,
+                wr->tid_base + TID_RUNS);
+        put_us(wr->f, wr->o->t0, e->ts);
         fputc('}', wr->f);
     }
     if (e->a != ST_RUN_BUILDING && e->a != ST_RUN_EXECUTING)
@@ -334,7 +449,7 @@ static void put_phases(writer *wr, const st_trace_event *e, uint32_t i) {
         if (!terminal && (e->a == ST_RUN_EXECUTING || x->a != ST_TRACE_BUILT))
             continue;
         char name[64];
-        snprintf(name, sizeof name, "run %llu %s", (unsigned long long)e->run,
+        snprintf(name, sizeof name, "run %s %s", run,
                  e->a == ST_RUN_BUILDING ? "building" : "executing");
         put_span(wr, "run", name, TID_RUNS, e->ts, x->ts);
         return;
@@ -342,7 +457,7 @@ static void put_phases(writer *wr, const st_trace_event *e, uint32_t i) {
 }
 
 static void put_events(writer *wr) {
-    uint32_t edge_from = 0, edge_id = 0;
+    uint32_t edge_from = 0;
     for (uint32_t i = 0; i < wr->n; i++) {
         const st_trace_event *e = &wr->ev[i];
         switch (e->kind) {
@@ -351,7 +466,7 @@ static void put_events(writer *wr) {
             edge_from = i + 1;
             break;
         case ST_TEV_EDGE:
-            put_edge(wr, e, ++edge_id);
+            put_edge(wr, e, ++wr->o->edge_id);
             break;
         case ST_TEV_NOT_RUN:
             put_not_run(wr, e);
@@ -370,15 +485,17 @@ static void put_events(writer *wr) {
             break;
         }
     }
-    const st_trace_lane *l = &wr->w->trace.engine;
-    if (l->dropped) {
+    wr->o->dropped += wr->dropped;
+    if (wr->dropped) { /* on the orchestrator's lane, or a process chip's own */
+        int chip = wr->child < 0 && wr->n && wr->ev[0].kind == ST_TEV_CHIP;
         begin_event(wr);
         fprintf(wr->f,
                 "{\"ph\":\"i\",\"cat\":\"strata\",\"name\":\"dropped events\",\"s\":\"t\","
                 "\"pid\":%ld,\"tid\":%d,\"ts\":",
-                wr->pid, TID_ORCH);
-        put_us(wr->f, wr->w->trace.t0, l->full_ts);
-        fprintf(wr->f, ",\"args\":{\"count\":%llu}}", (unsigned long long)l->dropped);
+                chip ? pid_of(wr, wr->ev[0].worker) : wr->pid,
+                chip ? tid_of(wr, wr->ev[0].worker) : wr->tid_base + TID_ORCH);
+        put_us(wr->f, wr->o->t0, wr->full_ts);
+        fprintf(wr->f, ",\"args\":{\"count\":%llu}}", (unsigned long long)wr->dropped);
     }
 }
 
@@ -394,35 +511,123 @@ static int index_tasks(writer *wr) {
     return STRATA_OK;
 }
 
-int st_trace_write(strata_worker *w, const char *path) {
-    writer wr = {.w = w,
-                 .ev = w->trace.engine.ev,
-                 .n = st_trace_lane_count(&w->trace.engine),
-                 .pid = (long)getpid(),
-                 .first = 1};
-    int rc = index_tasks(&wr);
+/* One worker's part of the file: its lanes' names (unless it only adds
+ * events to lanes named already), then its events. */
+static int put_part(writer *wr, int names) {
+    int rc = index_tasks(wr);
     if (rc != STRATA_OK)
         return rc;
-    wr.f = fopen(path, "w");
-    if (!wr.f) {
-        st_free(wr.tasks);
-        return st_fail(STRATA_EINVAL, "writing the trace: cannot open trace_path '%s': %s", path,
-                       strerror(errno));
+    if (names)
+        put_metadata(wr);
+    put_events(wr);
+    st_free(wr->tasks);
+    wr->tasks = NULL;
+    wr->ntasks = 0;
+    return STRATA_OK;
+}
+
+/* The process children's own events (core/trace_child.h): a process chip's
+ * native phases on its lane as the parent named it; a child Worker's whole
+ * trace, with the names it left, on lanes of its own. A child that died
+ * before it named its events leaves its chip phases, not its Worker events. */
+static int put_children(writer *top, strata_worker *w) {
+    for (int j = 0; j < top->nm->nnext && j < STRATA_MAX_NEXT_LEVEL; j++) {
+        st_trace_region_view v;
+        STRATA_TRY(st_trace_region_read(w, j, &v));
+        if (!v.ev || (v.kind == ST_REGION_WORKER && !v.named))
+            continue;
+        writer wr = *top;
+        wr.tasks = NULL;
+        wr.ntasks = 0;
+        wr.ev = v.ev;
+        wr.n = v.n;
+        wr.dropped = v.dropped;
+        wr.full_ts = v.full_ts;
+        if (v.kind == ST_REGION_WORKER) {
+            wr.nm = v.names;
+            wr.msgs = v.msgs;
+            wr.pid = (long)v.pid;
+            wr.child = j;
+            wr.in_parent = wr.pid == top->pid;
+            wr.tid_base = (j + 1) * CHILD_TIDS;
+            top->o->rejected += v.times_rejected;
+        }
+        int rc = put_part(&wr, v.kind == ST_REGION_WORKER);
+        st_trace_region_view_free(&v);
+        STRATA_TRY(rc);
     }
-    fputs("{\"traceEvents\":[", wr.f);
-    put_metadata(&wr);
-    put_events(&wr);
-    fprintf(wr.f,
+    return STRATA_OK;
+}
+
+/* The whole file into f: STRATA_OK, 1 if a write failed, or the failure. */
+static int put_file(writer *wr, strata_worker *w) {
+    sink *o = wr->o;
+    fputs("{\"traceEvents\":[", wr->f);
+    int rc = put_part(wr, 1);
+    if (rc == STRATA_OK)
+        rc = put_children(wr, w);
+    if (rc != STRATA_OK)
+        return rc;
+    fprintf(wr->f,
             "\n],\"displayTimeUnit\":\"ns\",\"otherData\":{\"producer\":\"strata\","
             "\"strata_version\":\"%d.%d.%d\",\"format\":1,\"clock\":\"CLOCK_MONOTONIC\","
-            "\"t0_ns\":%llu,\"dropped\":%llu,\"lanes\":%d}}\n",
+            "\"t0_ns\":%llu,\"dropped\":%llu,\"times_rejected\":%llu,\"lanes\":%d}}\n",
             STRATA_VERSION_MAJOR, STRATA_VERSION_MINOR, STRATA_VERSION_PATCH,
-            (unsigned long long)w->trace.t0, (unsigned long long)w->trace.engine.dropped, wr.lanes);
-    int bad = ferror(wr.f);
-    bad |= fclose(wr.f) != 0;
-    st_free(wr.tasks);
-    if (bad)
-        return st_fail(STRATA_EINVAL, "writing the trace: writing '%s' failed: %s", path,
-                       strerror(errno));
-    return STRATA_OK;
+            (unsigned long long)o->t0, (unsigned long long)o->dropped,
+            (unsigned long long)o->rejected, o->lanes);
+    int bad = ferror(wr->f);
+    bad |= fflush(wr->f) != 0;
+    return bad ? 1 : STRATA_OK;
+}
+
+/* Written to PATH.tmp.<pid> and renamed over PATH once complete: a crash
+ * mid-write leaves the old file (or none) and a stray temporary, never a
+ * truncated PATH, and a reader sees the old file or the new one whole. */
+int st_trace_write(strata_worker *w, const char *path) {
+    st_trace_names *nm = st_malloc(sizeof *nm);
+    if (!nm)
+        return st_fail_nomem("writing the trace: the name table", sizeof *nm);
+    st_trace_names_of(w, nm);
+    sink o = {.first = 1, .t0 = w->trace.t0, .rejected = w->trace.times_rejected};
+    writer wr = {.o = &o,
+                 .nm = nm,
+                 .ev = w->trace.lane->ev,
+                 .n = st_trace_lane_count(w->trace.lane),
+                 .pid = (long)getpid(),
+                 .child = -1,
+                 .dropped = w->trace.lane->dropped,
+                 .full_ts = w->trace.lane->full_ts,
+                 .msgs = w->trace.msgs};
+    int rc = STRATA_OK;
+    size_t len = strlen(path) + 32;
+    char *tmp = st_malloc(len);
+    if (!tmp) {
+        st_free(nm);
+        return st_fail_nomem("writing the trace: the temporary file's name", len);
+    }
+    snprintf(tmp, len, "%s.tmp.%ld", path, wr.pid);
+    wr.f = o.f = fopen(tmp, "w");
+    if (!wr.f) {
+        rc = st_fail(STRATA_EINVAL, "writing the trace: cannot open '%s' (for trace_path '%s'): %s",
+                     tmp, path, strerror(errno));
+        st_free(tmp);
+        st_free(nm);
+        return rc;
+    }
+    int put = put_file(&wr, w);
+    int bad = put != STRATA_OK;
+    int err = bad ? errno : 0;
+    if (fclose(wr.f) != 0 && !bad)
+        bad = 1, err = errno;
+    if (!bad && rename(tmp, path) != 0)
+        bad = 1, err = errno;
+    if (bad) {
+        unlink(tmp);       /* nothing half-written stays behind */
+        rc = put < 0 ? put /* the failure, described */
+                     : st_fail(STRATA_EINVAL, "writing the trace: writing '%s' failed: %s", path,
+                               strerror(err));
+    }
+    st_free(tmp);
+    st_free(nm);
+    return rc;
 }

@@ -39,6 +39,8 @@ typedef struct chip_child_self {
     st_mbox *m;                         /* the child's mailbox (the same in every call) */
     st_dispatch d[ST_MBOX_TASK_FRAMES]; /* per frame: the task as the driver got it */
     char label[64];
+    st_trace_region *trace; /* the parent's, for native phases; NULL: not traced */
+    int worker_id;
 } chip_child_self;
 
 static void chip_child_completed(void *owner, st_completion *c, uint64_t tag) {
@@ -48,6 +50,13 @@ static void chip_child_completed(void *owner, st_completion *c, uint64_t tag) {
      * and the record must take it; c is not refilled before that task. */
     st_completion_release(c);
     st_proc_task_finish(s->m, (uint32_t)tag, c->status, c->msg);
+}
+
+/* Before the frame is finished: the parent writes its file only after. */
+static void chip_child_phases(void *owner, uint64_t run_id, uint32_t callable,
+                              const uint64_t native[5]) {
+    chip_child_self *s = owner;
+    st_trace_region_chip(s->trace, s->worker_id, run_id, callable, native);
 }
 
 static void chip_child_staged(void *owner, uint64_t tag, strata_chip_disposition disp) {
@@ -68,6 +77,8 @@ static int chip_kind_init(void *arg, void **self) {
     if (!s)
         return st_fail_nomem("process chip: its state", sizeof *s);
     snprintf(s->label, sizeof s->label, "%s", a->label);
+    s->trace = a->trace;
+    s->worker_id = a->worker_id;
     int rc = strata_chip_open(&a->cfg, &s->chip);
     if (rc != STRATA_OK) {
         st_free(s);
@@ -75,6 +86,7 @@ static int chip_kind_init(void *arg, void **self) {
     }
     const st_chip_driver_hooks hooks = {.owner = s,
                                         .complete = chip_child_completed,
+                                        .phases = chip_child_phases,
                                         .staged = chip_child_staged,
                                         .launched = chip_child_launched};
     st_chip_driver_init(&s->drv, s->chip, s->label, NULL, &hooks);
@@ -100,7 +112,10 @@ static int chip_kind_init(void *arg, void **self) {
 static void chip_kind_task(void *self, st_mbox *m, uint32_t frame, const strata_task_args *args,
                            const st_callable_info *callable) {
     chip_child_self *s = self;
-    s->m = m;
+    /* Written once (the mailbox never changes): a rewrite per task would race
+     * the driver threads' reads, ordered only through the parent process. */
+    if (s->m != m)
+        s->m = m;
     st_mbox_frame *f = st_mbox_task(m, frame);
     st_dispatch *d = &s->d[frame];
     *d = (st_dispatch){.ref = frame,
@@ -112,6 +127,7 @@ static void chip_kind_task(void *self, st_mbox *m, uint32_t frame, const strata_
                        .lendable = 0,
                        .staged = st_proc_task_is_staged(m, frame),
                        .callable = callable,
+                       .timed = s->trace != NULL, /* the driver reads the native phases */
                        .args = args,    /* the loop's decoded copy: valid until finished */
                        .cfg = &f->cfg}; /* the frame's: unchanged while the task lives */
     char why[STRATA_ERRMSG_MAX];
@@ -262,6 +278,8 @@ int st_chip_child_add(strata_worker *w, const strata_chip_config *cfg, int *work
     pthread_mutex_init(&a->bufs.mu, NULL);
 
     int next_id = strata_worker_next_level_count(w);
+    a->worker_id = next_id;
+    a->trace = st_trace_region_new(w, next_id, ST_REGION_CHIP);
     st_proc_ep_config pc;
     memset(&pc, 0, sizeof pc);
     pc.kind = &st_chip_child_kind;

@@ -25,8 +25,10 @@ typedef struct st_chip_child_arg {
     char backend[256];
     char kernel_module[256];
     strata_sim_injection sim;
-    char label[48];       /* the chip's label, e.g. "chip sim:0" */
-    st_chip_buffers bufs; /* parent only: the chip buffers allocated through the worker */
+    char label[48];         /* the chip's label, e.g. "chip sim:0" */
+    st_chip_buffers bufs;   /* parent only: the chip buffers allocated through the worker */
+    st_trace_region *trace; /* the parent's region for its native phases, or NULL */
+    int worker_id;          /* its next-level id in the parent */
 } st_chip_child_arg;
 
 extern const st_proc_kind st_chip_child_kind;

@@ -112,6 +112,9 @@ static void complete_task(st_chip_driver *ep, chip_task *t) {
     st_lane_run *run = t->run;
     uint64_t tag = t->tag;
     native_times(t, run);
+    if (t->d.timed && ep->hooks.phases) /* under mu: the trace lane's one writer at a time */
+        ep->hooks.phases(ep->hooks.owner, t->d.run_id,
+                         t->d.callable ? (uint32_t)t->d.callable->id : 0, t->comp.native);
     t->run = NULL;
     t->waiting = 0;
     st_completion_hold(&t->comp);       /* no dispatch takes the record until the owner is done */

@@ -72,6 +72,12 @@ typedef struct st_chip_driver_hooks {
     /* The task's lane run crossed its launch fence (seen when its device wait
      * returns, before complete; never before the real launch). May be NULL. */
     void (*launched)(void *owner, uint64_t tag);
+    /* A timed task's native phases (as st_completion.native), before
+     * complete, with its run and callable as dispatched. Called with the
+     * driver's lock held (so the hook has one caller at a time, and the
+     * record's next dispatch cannot race it): it must not block or call the
+     * driver. May be NULL. */
+    void (*phases)(void *owner, uint64_t run_id, uint32_t callable, const uint64_t native[5]);
 } st_chip_driver_hooks;
 
 typedef struct st_chip_driver {

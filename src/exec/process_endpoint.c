@@ -197,24 +197,28 @@ static int take_result_locked(st_proc_ep *p, uint32_t i) {
     c->member = rec->member;
     c->ran_on = -1;
     c->t_start = c->t_end = 0;
-    if (p->cfg.timed) { /* kinds that measure nothing leave them 0: not measured */
-        c->t_start = f->t_start;
-        c->t_end = f->t_end;
-        f->t_start = f->t_end = 0;
-    }
+    uint64_t t_start = f->t_start, t_end = f->t_end;
+    f->t_start = f->t_end = 0;
     if (st_mbox_check_identity(f, &rec->trailer, p->cfg.label) != STRATA_OK) {
-        c->status = STRATA_EENDPOINT;
+        c->status = STRATA_EENDPOINT; /* its times are not this dispatch's: not copied */
         st_msg_format(c->msg, sizeof c->msg, "task '%s': result frame refused: %s", rec->task,
                       strata_error_message());
-    } else if (st == ST_MBOX_TASK_DONE && f->status == STRATA_OK) {
-        c->status = STRATA_OK;
-        c->msg[0] = '\0';
     } else {
-        c->status = completion_status(f->status == STRATA_OK ? STRATA_ETASK : f->status);
-        st_mbox_get_error(f, c->msg, sizeof c->msg);
-        if (!c->msg[0])
-            st_msg_format(c->msg, sizeof c->msg, "%s: task '%s' failed with status %d",
-                          p->cfg.label, rec->task, (int)f->status);
+        if (p->cfg.timed) { /* kinds that measure nothing leave them 0: not measured; the
+                               engine bounds the rest (core/trace.c) */
+            c->t_start = t_start;
+            c->t_end = t_end;
+        }
+        if (st == ST_MBOX_TASK_DONE && f->status == STRATA_OK) {
+            c->status = STRATA_OK;
+            c->msg[0] = '\0';
+        } else {
+            c->status = completion_status(f->status == STRATA_OK ? STRATA_ETASK : f->status);
+            st_mbox_get_error(f, c->msg, sizeof c->msg);
+            if (!c->msg[0])
+                st_msg_format(c->msg, sizeof c->msg, "%s: task '%s' failed with status %d",
+                              p->cfg.label, rec->task, (int)f->status);
+        }
     }
     st_mbox_publish(f, ST_MBOX_IDLE); /* the child never writes an IDLE frame */
     rec->busy = 0;

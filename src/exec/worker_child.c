@@ -190,6 +190,7 @@ static int child_thread_start_threads(st_endpoint *base) {
             ep->forked = 0; /* the inner worker undid its phase 1 too */
             return st_fail_prefix(rc, ep->base.label);
         }
+        st_trace_region_named(ep->inner); /* its names, for the parent's trace */
         ep->running = 1;
     }
     if (ep->started)
@@ -276,6 +277,9 @@ static int add_thread_child(strata_worker *parent, const strata_child_config *cf
     }
     snprintf(ep->base.label, sizeof ep->base.label, "%d (%s)", *worker_id, name);
     ep->spin_ns = cfg->worker.spin_ns;
+    /* A traced parent: the inner worker records into a region of the parent's,
+     * merged into its file like a process child's (initialised later). */
+    st_trace_record_into(ep->inner, st_trace_region_new(parent, *worker_id, ST_REGION_WORKER));
     return STRATA_OK; /* its worker and thread start at the parent's init, in two phases */
 }
 
@@ -286,6 +290,7 @@ static int add_thread_child(strata_worker *parent, const strata_child_config *cf
 typedef struct proc_child_arg {
     strata_child_config cfg;
     char name[48];
+    st_trace_region *trace; /* the parent's region for the inner worker's events, or NULL */
 } proc_child_arg;
 
 /* The child's own state (in the child process only). */
@@ -302,7 +307,15 @@ static int worker_kind_init(void *arg, void **self) {
     if (!s)
         return st_fail_nomem("child Worker: its state", sizeof *s);
     snprintf(s->label, sizeof s->label, "%s", a->name);
-    int rc = st_worker_child_bring_up(&a->cfg, a->name, 1, &s->inner);
+    int rc = st_worker_child_bring_up(&a->cfg, a->name, 0, &s->inner);
+    if (rc == STRATA_OK) {
+        st_trace_record_into(s->inner, a->trace); /* before init: its subs are timed too */
+        rc = strata_worker_init(s->inner);
+        if (rc == STRATA_OK)
+            st_trace_region_named(s->inner);
+        else
+            strata_worker_destroy(s->inner);
+    }
     if (rc != STRATA_OK) {
         st_free(s);
         return rc;
@@ -358,6 +371,7 @@ int st_worker_child_add_process(strata_worker *parent, const strata_child_config
     a->cfg = *cfg;
     name_child(a->name, sizeof a->name, cfg, next_id);
     a->cfg.name = NULL; /* a->name is the label the child uses */
+    a->trace = st_trace_region_new(parent, next_id, ST_REGION_WORKER);
     st_proc_ep_config pc;
     memset(&pc, 0, sizeof pc);
     pc.kind = &st_worker_child_kind;

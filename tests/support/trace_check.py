@@ -47,7 +47,7 @@ chip_phases = [0]
 
 def check(path, expected):
     current[0] = path
-    with open(path) as f:
+    with open(path, encoding="utf-8", errors="strict") as f:
         doc = json.load(f)
     other = doc.get("otherData", {})
     for key in ("producer", "format", "clock", "t0_ns", "dropped", "lanes"):

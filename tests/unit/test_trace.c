@@ -18,8 +18,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include "core/engine.h"
 #include "core/hooks.h"
 #include "util/clock.h"
 
@@ -401,6 +404,197 @@ static void strata_trace_names_one_file_per_worker(void **state) {
     unlink(second);
 }
 
+/* A process forked from one that named files after STRATA_TRACE puts its
+ * pid into its own names: FILE.<pid>, then FILE.<pid>.2. The child uses the
+ * public calls only and reports through its exit status. */
+static int child_traced_worker(void) {
+    strata_worker_config cfg;
+    strata_worker_config_init(&cfg);
+    cfg.sub_workers = 1;
+    cfg.sub_mode = STRATA_HOST_THREAD;
+    strata_worker *w[2] = {NULL, NULL};
+    for (int i = 0; i < 2; i++)
+        if (strata_worker_create(&cfg, &w[i]) != STRATA_OK || strata_worker_init(w[i]) != STRATA_OK)
+            return 10 + i;
+    for (int i = 0; i < 2; i++) {
+        strata_worker_close(w[i]);
+        if (strata_worker_trace_status(w[i]) != STRATA_OK)
+            return 20 + i;
+        strata_worker_destroy(w[i]);
+    }
+    return 0;
+}
+
+static void a_forked_process_puts_its_pid_into_strata_trace_names(void **state) {
+    (void)state;
+    char base[256], theirs[300], theirs2[320], mine[320];
+    tmp_path(base, sizeof base, "fork");
+    assert_int_equal(setenv("STRATA_TRACE", base, 1), 0);
+    strata_worker_config cfg;
+    strata_worker_config_init(&cfg);
+    cfg.sub_workers = 1;
+    strata_worker *w = NULL;
+    assert_ok(strata_worker_create(&cfg, &w));        /* names this process's file: no thread yet */
+    snprintf(mine, sizeof mine, "%s", w->trace.path); /* FILE, or FILE.n after earlier tests */
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0)
+        _exit(child_traced_worker());
+    int wst = 0;
+    assert_int_equal(waitpid(pid, &wst, 0), pid);
+    unsetenv("STRATA_TRACE");
+    assert_true(WIFEXITED(wst));
+    assert_int_equal(WEXITSTATUS(wst), 0);
+    assert_ok(strata_worker_init(w));
+    strata_worker_destroy(w);
+    snprintf(theirs, sizeof theirs, "%s.%ld", base, (long)pid);
+    snprintf(theirs2, sizeof theirs2, "%s.%ld.2", base, (long)pid);
+    char with_pid[300]; /* the parent's own name never carries its pid */
+    snprintf(with_pid, sizeof with_pid, "%s.%ld", base, (long)getpid());
+    assert_true(strncmp(mine, with_pid, strlen(with_pid)) != 0);
+    const char *all[] = {mine, theirs, theirs2};
+    for (int i = 0; i < 3; i++) {
+        check c = run_check(all[i], 0);
+        assert_check_ok(&c);
+        unlink(all[i]);
+    }
+}
+
+/* "%p" in STRATA_TRACE is the pid (processes started apart with one
+ * environment), "%%" a '%'. */
+static void strata_trace_expands_percent_p_to_the_pid(void **state) {
+    (void)state;
+    char want[256];
+    assert_int_equal(setenv("STRATA_TRACE", "/tmp/strata-test-trace-%p-100%%.json", 1), 0);
+    strata_worker_config cfg;
+    strata_worker_config_init(&cfg);
+    cfg.sub_workers = 1;
+    strata_worker *w = NULL;
+    assert_ok(strata_worker_create(&cfg, &w));
+    unsetenv("STRATA_TRACE");
+    snprintf(want, sizeof want, "/tmp/strata-test-trace-%ld-100%%.json", (long)getpid());
+    /* FILE, or FILE.n after this process's earlier workers */
+    assert_int_equal(strncmp(w->trace.path, want, strlen(want)), 0);
+    strata_worker_destroy(w); /* never initialised: no file */
+}
+
+/* The file is written beside its name and renamed over it: a reader holding
+ * the old file keeps it whole (a write in place would truncate and refill
+ * that same file), and no temporary is left. */
+static void the_trace_replaces_an_old_file_whole_and_leaves_no_temporary(void **state) {
+    (void)state;
+    char path[256], keep[300], tmp[320];
+    tmp_path(path, sizeof path, "rename");
+    snprintf(keep, sizeof keep, "%s.keep", path);
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    FILE *old = fopen(path, "w");
+    assert_non_null(old);
+    fputs("old\n", old);
+    assert_int_equal(fclose(old), 0);
+    unlink(keep);
+    assert_int_equal(link(path, keep), 0); /* the old file, under a second name */
+    fx f;
+    fx_open(&f, path, STRATA_HOST_THREAD, 0, 0);
+    assert_ok(strata_worker_run(f.w, build, &f));
+    fx_close(&f);
+    check c = run_check(path, CHAIN + LEAVES);
+    assert_check_ok(&c);
+    char buf[16] = {0};
+    old = fopen(keep, "r");
+    assert_non_null(old);
+    assert_non_null(fgets(buf, sizeof buf, old));
+    fclose(old);
+    assert_string_equal(buf, "old\n");
+    struct stat st;
+    assert_int_equal(stat(tmp, &st), -1);
+    unlink(path);
+    unlink(keep);
+}
+
+/* A callable name of bytes that are not UTF-8 (and a control character):
+ * the file still parses as strict UTF-8 JSON, the bad bytes as U+FFFD. */
+static void names_that_are_not_utf8_are_replaced_in_the_file(void **state) {
+    (void)state;
+    char path[256], cmd[1024];
+    tmp_path(path, sizeof path, "utf8");
+    fx f;
+    fx_open(&f, path, STRATA_HOST_THREAD, 0, 0);
+    strata_callable odd;
+    /* a lone continuation byte, a truncated 3-byte sequence, an overlong '/',
+     * a surrogate, a tab and valid "é" */
+    assert_ok(strata_worker_register_sub(f.w, "odd\x80-\xe2\x82-\xc0\xaf-\xed\xa0\x80-\t-\xc3\xa9",
+                                         add1, NULL, &odd));
+    f.leaf = odd;
+    assert_ok(strata_worker_run(f.w, build, &f));
+    fx_close(&f);
+    check c = run_check(path, CHAIN + LEAVES);
+    assert_check_ok(&c);
+    snprintf(cmd, sizeof cmd,
+             "/usr/bin/python3 -c \"import json,sys; d=json.load(open(sys.argv[1],encoding='utf-8'"
+             ",errors='strict')); n={e['name'] for e in d['traceEvents'] if e.get('cat')=='task'};"
+             " want='odd\\ufffd-\\ufffd\\ufffd-\\ufffd\\ufffd-\\ufffd\\ufffd\\ufffd-\\t-\\u00e9';"
+             " sys.exit(0 if want in n else print(n) or 3)\" %s",
+             path);
+    assert_int_equal(system(cmd), 0);
+    unlink(path);
+}
+
+/* A failure message of bytes that are not UTF-8 and a control character. */
+static int fail_with_odd_text(const strata_task_view *a, void *user) {
+    (void)a;
+    (void)user;
+    strata_task_set_error("bad \xff byte \x01 \xe2\x82 end");
+    return 1;
+}
+
+static int build_one_failure(strata_orch *o, void *arg) {
+    strata_task_args a;
+    strata_args_init(&a);
+    return strata_orch_submit_sub(o, *(strata_callable *)arg, &a);
+}
+
+/* The failed task's message is in its args ("error"), replaced where it is
+ * not UTF-8, and the file parses as strict UTF-8 JSON. */
+static void a_failed_tasks_message_is_in_the_file_as_utf8(void **state) {
+    (void)state;
+    char path[256], cmd[1024];
+    tmp_path(path, sizeof path, "errtext");
+    fx f;
+    fx_open(&f, path, STRATA_HOST_THREAD, 0, 0);
+    strata_callable odd;
+    assert_ok(strata_worker_register_sub(f.w, "odd", fail_with_odd_text, NULL, &odd));
+    assert_status(STRATA_ETASK, strata_worker_run(f.w, build_one_failure, &odd));
+    fx_close(&f);
+    check c = run_check(path, 1);
+    assert_check_ok(&c);
+    snprintf(
+        cmd, sizeof cmd,
+        "/usr/bin/python3 -c \"import json,sys; d=json.load(open(sys.argv[1],encoding='utf-8'"
+        ",errors='strict')); t=[e['args'] for e in d['traceEvents'] if e.get('cat')=='task'];"
+        " ok=t[0]['status']=='failed' and t[0].get('error')=="
+        "'bad \\ufffd byte \\u0001 \\ufffd\\ufffd end'; sys.exit(0 if ok else print(t) or 3)\" %s",
+        path);
+    assert_int_equal(system(cmd), 0);
+    unlink(path);
+}
+
+static void stats_after_close_still_describe_the_worker(void **state) {
+    (void)state;
+    fx f;
+    fx_open(&f, NULL, STRATA_HOST_THREAD, 0, 1);
+    assert_ok(strata_worker_run(f.w, build, &f));
+    assert_ok(strata_worker_close(f.w));
+    strata_worker_statistics ws;
+    assert_ok(strata_worker_stats(f.w, &ws));
+    assert_int_equal(ws.sub_workers, 2);
+    assert_int_equal(ws.next_level, 0);
+    uint64_t run = ws.helper.tasks_run;
+    for (uint32_t i = 0; i < ws.sub_workers; i++)
+        run += ws.sub[i].tasks_run;
+    assert_int_equal(run, CHAIN + LEAVES);
+    fx_close(&f);
+}
+
 static void an_unwritable_trace_path_is_reported_after_close(void **state) {
     (void)state;
     fx f;
@@ -447,6 +641,12 @@ int main(void) {
         cmocka_unit_test(a_full_window_shows_as_a_capacity_wait),
         cmocka_unit_test(strata_trace_names_one_file_per_worker),
         cmocka_unit_test(an_unwritable_trace_path_is_reported_after_close),
+        cmocka_unit_test(a_forked_process_puts_its_pid_into_strata_trace_names),
+        cmocka_unit_test(strata_trace_expands_percent_p_to_the_pid),
+        cmocka_unit_test(the_trace_replaces_an_old_file_whole_and_leaves_no_temporary),
+        cmocka_unit_test(names_that_are_not_utf8_are_replaced_in_the_file),
+        cmocka_unit_test(stats_after_close_still_describe_the_worker),
+        cmocka_unit_test(a_failed_tasks_message_is_in_the_file_as_utf8),
         cmocka_unit_test(bad_trace_settings_are_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,121 @@
+#!/usr/bin/python3
+# tests/support/trace_children_check.py - what a test of process children's
+# own trace events asks of one trace file (tests/unit/test_trace_children.c).
+#
+# Owns: finding a child's lanes by their names and checking that its events
+# are there and ordered against the parent's on the shared clock.
+# Must never: check durations: only presence, counts and ordering.
+#
+# Usage: trace_children_check.py chip FILE TASKS
+#          every chip phase recorded in the chip's own process: 3 per task,
+#          each inside a task bar of the chip's lane
+#        trace_children_check.py worker FILE TASKS RUNS HOST
+#          the child Worker's inner tasks ("n0/..."), TASKS per run, on lanes
+#          of its own (HOST process: in the child's process; thread: in the
+#          parent's, named "next-level 0: ..."), never the parent's
+#          "next-level 0", each inside the parent's bar of the task that ran it
+#        trace_children_check.py drops FILE
+#          a "dropped events" marker on a lane of the child's process
+# Exits 0, or 1 printing why.
+import json
+import sys
+
+
+def ns(us):
+    return round(float(us) * 1000)
+
+
+def fail(why):
+    print("trace_children_check: %s: %s" % (sys.argv[2], why))
+    sys.exit(1)
+
+
+def load(path):
+    with open(path, encoding="utf-8") as f:
+        doc = json.load(f)
+    evs = doc["traceEvents"]
+    lanes = {(e["pid"], e["tid"]): e["args"]["name"] for e in evs
+             if e.get("ph") == "M" and e["name"] == "thread_name"}
+    main = [e["pid"] for e in evs if e.get("ph") == "M" and e["name"] == "process_name"
+            and e["args"]["name"].startswith("strata ")][0]
+    return doc, evs, lanes, main
+
+
+def bars_on(evs, key):
+    return [(ns(e["ts"]), ns(e["ts"]) + ns(e["dur"])) for e in evs
+            if e.get("cat") == "task" and e.get("ph") == "X" and (e["pid"], e["tid"]) == key]
+
+
+def inside(a, b, bars):
+    return any(s <= a and b <= t for s, t in bars)
+
+
+def chip(path, tasks):
+    doc, evs, lanes, main = load(path)
+    chip_lanes = [k for k, n in lanes.items() if n.startswith("chip ")]
+    if len(chip_lanes) != 1:
+        fail("expected one chip lane, found %r" % chip_lanes)
+    key = chip_lanes[0]
+    if key[0] == main:
+        fail("the chip's lane is in the parent's process")
+    phases = [e for e in evs if e.get("cat") == "chip"]
+    if len(phases) != 3 * tasks:
+        fail("%d chip phases, expected %d" % (len(phases), 3 * tasks))
+    bars = bars_on(evs, key)
+    for e in phases:
+        if (e["pid"], e["tid"]) != key:
+            fail("chip phase %r not on the chip's lane" % e)
+        if not inside(ns(e["ts"]), ns(e["ts"]) + ns(e["dur"]), bars):
+            fail("%s at %s outside the parent's dispatch-to-completion bars" % (e["name"], e["ts"]))
+
+
+def worker(path, tasks, runs, host):
+    doc, evs, lanes, main = load(path)
+    outer = [k for k, n in lanes.items() if n == "next-level 0"]
+    if len(outer) != 1 or (outer[0][0] == main) != (host == "thread"):
+        fail("expected the parent's lane next-level 0 in the %s process, found %r"
+             % ("parent's" if host == "thread" else "child's", outer))
+    child = outer[0][0]
+    prefix = "next-level 0: " if host == "thread" else ""
+    bars = bars_on(evs, outer[0])
+    if len(bars) != runs:
+        fail("%d bars on next-level 0, expected %d" % (len(bars), runs))
+    inner = [e for e in evs if e.get("cat") == "task" and str(e["args"]["task"]).startswith("n0/")]
+    if len(inner) != tasks * runs:
+        fail("%d inner tasks, expected %d" % (len(inner), tasks * runs))
+    per_bar = [0] * len(bars)
+    for e in inner:
+        if e["ph"] != "X":
+            fail("inner task %s did not run" % e["args"]["task"])
+        key = (e["pid"], e["tid"])
+        if key == outer[0] or key[0] != child or not lanes.get(key, "").startswith(
+                (prefix + "sub ", prefix + "helper")):
+            fail("inner task %s on lane %r, not one of the child's own" % (e["args"]["task"], key))
+        a, b = ns(e["ts"]), ns(e["ts"]) + ns(e["dur"])
+        hit = [i for i, (s, t) in enumerate(bars) if s <= a and b <= t]
+        if not hit:
+            fail("inner task %s [%d, %d] outside every bar of the parent's task" % (e["args"]["task"], a, b))
+        per_bar[hit[0]] += 1
+    if per_bar != [tasks] * runs:
+        fail("inner tasks per parent task %r, expected %d each" % (per_bar, tasks))
+    done = [e for e in evs if e.get("cat") == "run" and e["pid"] == child
+            and e["name"].startswith("run n0/") and e["name"].endswith("completed")]
+    if len(done) != runs:
+        fail("%d inner runs completed, expected %d" % (len(done), runs))
+
+
+def drops(path):
+    doc, evs, lanes, main = load(path)
+    marks = [e for e in evs if e.get("name") == "dropped events" and e["pid"] != main]
+    if not marks or marks[0]["args"]["count"] <= 0:
+        fail("no dropped-events marker in a child's process")
+    if lanes.get((marks[0]["pid"], marks[0]["tid"])) != "orchestrator":
+        fail("the child's marker is not on its orchestrator lane")
+
+
+if sys.argv[1] == "chip":
+    chip(sys.argv[2], int(sys.argv[3]))
+elif sys.argv[1] == "worker":
+    worker(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5])
+else:
+    drops(sys.argv[2])
