@@ -1,0 +1,479 @@
+/* mpi/mpi_serve.c - an L3 child Worker on a rank other than 0: the serve loop.
+ *
+ * Owns: what strata_worker_init does on a non-root rank: bring up the child
+ * whose config names this rank (setup, init of its whole subtree), report
+ * HELLO, then serve rank 0 on this thread: task frames (decode, the IN data
+ * received into buffers of the inner worker, one run of the inner worker
+ * per task, started without waiting for it, DONE and the OUT data when it
+ * ends), control calls (remote memory: malloc, free, copy_to, copy_from),
+ * the heartbeat's PONG, and SHUTDOWN (tear down, BYE, finalise MPI, exit).
+ * Must never: wait for a run (runs are polled, so frames are answered while
+ * one goes on), block in an MPI call (every wait is a backed-off test),
+ * trust a frame (header, arguments, addresses of remote memory are checked),
+ * or return to the program.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "exec/worker_child.h"
+#include "ipc/wire_args.h"
+#include "mpi/mpi_env.h"
+#include "mpi/mpi_session.h"
+#include "mpi/mpi_xfer.h"
+#include "strata/mpi.h"
+#include "util/alloc.h"
+#include "util/clock.h"
+#include "util/error.h"
+#include "util/growable.h"
+#include "util/message.h"
+
+enum { S_FREE = 0, S_RECV, S_RUN, S_SEND };
+
+typedef struct serve_task {
+    int state;
+    uint32_t seq;
+    strata_task_args args;
+    const st_callable_info *ci;
+    strata_buffer *buf[STRATA_MAX_TENSORS]; /* the task's own copies of host tensors */
+    int nreq;
+    MPI_Request req[STRATA_MAX_TENSORS];
+    int ndrain; /* IN data of a task that failed before it ran: taken and dropped */
+    MPI_Request drain[STRATA_MAX_TENSORS];
+    strata_run *run;
+    int status;
+    char msg[STRATA_ERRMSG_MAX];
+    uint8_t frame[ST_MPI_HDR_BYTES + STRATA_ERRMSG_MAX];
+} serve_task;
+
+typedef struct server {
+    mpi_session *s;
+    mpi_ep *ep; /* this rank's child (NULL: none) */
+    strata_worker *inner;
+    int worker_id;
+    serve_task task[ST_MPI_SLOTS];
+    strata_buffer **rbuf; /* remote memory held for rank 0 */
+    uint32_t nrbuf, caprbuf;
+    uint8_t *in; /* the frame being read */
+    uint8_t out[ST_MPI_HDR_BYTES + STRATA_ERRMSG_MAX];
+    uint64_t last_heard_ns; /* 0: rank 0 not heard yet */
+    uint8_t sink;
+} server;
+
+_Noreturn static void leave(int code) {
+    st_mpi_finalize_any();
+    exit(code);
+}
+
+/* A backed-off wait for one request (st_mpi_lock held: this thread is the
+ * rank's only MPI caller once it serves). 0 or the MPI error. */
+static int wait_req(MPI_Request *r) {
+    st_backoff bo = {0};
+    for (;;) {
+        int flag = 0;
+        int rc = MPI_Test(r, &flag, MPI_STATUS_IGNORE);
+        if (rc != MPI_SUCCESS || flag)
+            return rc;
+        st_backoff_idle(&bo);
+    }
+}
+
+/* Send a frame with a text body and wait for it to leave. */
+static void send_frame(server *sv, st_mpi_hdr *h, const char *text) {
+    size_t n = text ? strnlen(text, STRATA_ERRMSG_MAX - 1) : 0;
+    h->body_bytes = (uint32_t)n;
+    st_mpi_hdr_put(sv->out, h);
+    if (n)
+        memcpy(sv->out + ST_MPI_HDR_BYTES, text, n);
+    MPI_Request r;
+    if (MPI_Isend(sv->out, (int)(ST_MPI_HDR_BYTES + n), MPI_BYTE, 0, ST_MPI_TAG_FRAME,
+                  st_mpi_comm(), &r) == MPI_SUCCESS)
+        (void)wait_req(&r);
+}
+
+/* ---- Remote memory ---------------------------------------------------------------------- */
+
+/* The remote buffer holding [addr, addr + n), or NULL. exact: addr is its start. */
+static strata_buffer *find_rbuf(server *sv, uint64_t addr, uint64_t n, int exact, size_t *at) {
+    for (uint32_t i = 0; i < sv->nrbuf; i++) {
+        uint64_t lo = (uint64_t)(uintptr_t)strata_buffer_data(sv->rbuf[i]);
+        uint64_t size = strata_buffer_size(sv->rbuf[i]);
+        if (exact ? addr == lo : (addr >= lo && n <= size && addr - lo <= size - n)) {
+            if (at)
+                *at = i;
+            return sv->rbuf[i];
+        }
+    }
+    return NULL;
+}
+
+static void control(server *sv, const st_mpi_hdr *h) {
+    st_mpi_hdr r;
+    st_mpi_hdr_init(&r, ST_MPI_REPLY, sv->worker_id);
+    r.seq = h->seq;
+    char msg[STRATA_ERRMSG_MAX] = "";
+    int rc = STRATA_OK;
+    size_t at = 0;
+    strata_buffer *b = NULL;
+    switch (h->slot) {
+    case ST_MPI_CTRL_MALLOC:
+        if (sv->nrbuf == sv->caprbuf) {
+            strata_buffer **nb = st_grow(sv->rbuf, &sv->caprbuf, sv->nrbuf + 1, sizeof *nb, 16,
+                                         NULL, "remote memory: the buffer list");
+            if (!nb) {
+                rc = STRATA_ENOMEM;
+                break;
+            }
+            sv->rbuf = nb;
+        }
+        rc = strata_buffer_create(sv->inner, (size_t)h->arg1, &b);
+        if (rc == STRATA_OK) {
+            sv->rbuf[sv->nrbuf++] = b;
+            r.arg0 = (uint64_t)(uintptr_t)strata_buffer_data(b);
+        }
+        break;
+    case ST_MPI_CTRL_FREE:
+        b = find_rbuf(sv, h->arg0, 0, 1, &at);
+        if (!b) {
+            rc = st_fail(STRATA_EINVAL, "no remote buffer at 0x%llx on rank %d",
+                         (unsigned long long)h->arg0, sv->s->my_rank);
+            break;
+        }
+        sv->rbuf[at] = sv->rbuf[--sv->nrbuf];
+        strata_buffer_destroy(b);
+        break;
+    case ST_MPI_CTRL_COPY_TO: {
+        b = find_rbuf(sv, h->arg0, h->arg1, 0, NULL);
+        MPI_Request q;
+        if (h->arg1 &&
+            MPI_Irecv(b ? (void *)(uintptr_t)h->arg0 : &sv->sink, b ? (int)h->arg1 : 0, MPI_BYTE, 0,
+                      ST_MPI_TAG_CTRL_DATA, st_mpi_comm(), &q) == MPI_SUCCESS)
+            (void)wait_req(&q); /* a refused copy's bytes are taken and dropped (truncated) */
+        if (!b)
+            rc = st_fail(STRATA_EINVAL, "%llu bytes at 0x%llx are no remote buffer on rank %d",
+                         (unsigned long long)h->arg1, (unsigned long long)h->arg0, sv->s->my_rank);
+        break;
+    }
+    case ST_MPI_CTRL_COPY_FROM:
+        b = find_rbuf(sv, h->arg0, h->arg1, 0, NULL);
+        if (!b)
+            rc = st_fail(STRATA_EINVAL, "%llu bytes at 0x%llx are no remote buffer on rank %d",
+                         (unsigned long long)h->arg1, (unsigned long long)h->arg0, sv->s->my_rank);
+        break;
+    default:
+        rc = st_fail(STRATA_EINVAL, "unknown control call %u", h->slot);
+    }
+    if (rc != STRATA_OK)
+        st_msg_format(msg, sizeof msg, "%s", strata_error_message());
+    r.status = rc;
+    send_frame(sv, &r, msg);
+    if (rc == STRATA_OK && h->slot == ST_MPI_CTRL_COPY_FROM && h->arg1) {
+        MPI_Request q;
+        if (MPI_Isend((void *)(uintptr_t)h->arg0, (int)h->arg1, MPI_BYTE, 0, ST_MPI_TAG_CTRL_DATA,
+                      st_mpi_comm(), &q) == MPI_SUCCESS)
+            (void)wait_req(&q);
+    }
+}
+
+/* ---- Tasks ----------------------------------------------------------------------------- */
+
+static const st_callable_info *callable_of(server *sv, const st_digest *d) {
+    uint32_t n = st_engine_callable_count(sv->s->l4);
+    for (uint32_t id = 0; id < n; id++) {
+        const st_callable_info *ci = st_engine_callable(sv->s->l4, id);
+        if (ci && st_digest_equal(&ci->digest, d))
+            return ci;
+    }
+    return NULL;
+}
+
+static void task_fail(serve_task *t, int status, const char *fmt, const char *detail) {
+    if (t->status != STRATA_OK)
+        return; /* the first reason stays */
+    t->status = status;
+    st_msg_format(t->msg, sizeof t->msg, fmt, detail);
+}
+
+/* Tensor i of a task on this rank: a host tensor gets a buffer of the inner
+ * worker (its IN bytes received into it); remote memory of this child
+ * becomes a host tensor of the inner worker's buffer. */
+static void place_tensor(server *sv, serve_task *t, uint32_t i, int slot) {
+    strata_tensor *x = &t->args.tensors[i];
+    int dirs = st_xfer_dirs(x, t->args.tags[i]);
+    int tag = ST_MPI_TAG_DATA0 + slot * 64 + (int)i;
+    char detail[160];
+    if (x->mem == STRATA_MEM_HOST) {
+        uint64_t n = st_xfer_bytes(x);
+        strata_buffer *b = NULL;
+        strata_tensor v;
+        if (t->status == STRATA_OK && n <= (uint64_t)INT32_MAX &&
+            strata_buffer_create(sv->inner, n ? n : 1, &b) == STRATA_OK &&
+            strata_tensor_contiguous(b, (strata_dtype)x->dtype, x->rank, x->shape, &v) ==
+                STRATA_OK) {
+            t->buf[i] = b;
+            *x = v;
+            if ((dirs & ST_XFER_IN) && MPI_Irecv(strata_buffer_data(b), (int)n, MPI_BYTE, 0, tag,
+                                                 st_mpi_comm(), &t->req[t->nreq++]) != MPI_SUCCESS)
+                task_fail(t, STRATA_EENDPOINT, "%s", "MPI_Irecv of a task's data failed");
+            return;
+        }
+        if (b)
+            strata_buffer_destroy(b);
+        snprintf(detail, sizeof detail, "tensor %u (%llu bytes): %s", i, (unsigned long long)n,
+                 strata_error_message());
+        task_fail(t, STRATA_ENOMEM, "no memory on this rank for %s", detail);
+        if ((dirs & ST_XFER_IN) && MPI_Irecv(&sv->sink, 0, MPI_BYTE, 0, tag, st_mpi_comm(),
+                                             &t->drain[t->ndrain]) == MPI_SUCCESS)
+            t->ndrain++;
+        return;
+    }
+    /* device memory: remote memory of this child only (the engine refused any other) */
+    strata_buffer *b = x->ident.owner == sv->worker_id
+                           ? find_rbuf(sv, (uint64_t)(uintptr_t)x->base, 0, 1, NULL)
+                           : NULL;
+    strata_tensor v;
+    if (b && x->buffer_bytes == strata_buffer_size(b) &&
+        strata_tensor_view(b, x->offset, (strata_dtype)x->dtype, x->rank, x->shape, x->strides,
+                           &v) == STRATA_OK) {
+        *x = v; /* a host tensor of the inner worker's buffer, its identity included */
+        return;
+    }
+    snprintf(detail, sizeof detail, "tensor %u names %llu bytes at %p", i,
+             (unsigned long long)x->buffer_bytes, x->base);
+    task_fail(t, STRATA_ETASK, "%s, which is no remote buffer of this child (freed?)", detail);
+}
+
+static void free_task(serve_task *t) {
+    for (int i = 0; i < STRATA_MAX_TENSORS; i++)
+        if (t->buf[i]) {
+            strata_buffer_destroy(t->buf[i]);
+            t->buf[i] = NULL;
+        }
+    t->nreq = 0;
+    t->ndrain = 0;
+    t->state = S_FREE;
+}
+
+static void send_done(server *sv, serve_task *t, int slot) {
+    st_mpi_hdr h;
+    st_mpi_hdr_init(&h, ST_MPI_DONE, sv->worker_id);
+    h.seq = t->seq;
+    h.slot = (uint32_t)slot;
+    h.status = t->status;
+    size_t n = t->status == STRATA_OK ? 0 : strnlen(t->msg, STRATA_ERRMSG_MAX - 1);
+    h.body_bytes = (uint32_t)n;
+    st_mpi_hdr_put(t->frame, &h);
+    memcpy(t->frame + ST_MPI_HDR_BYTES, t->msg, n);
+    t->nreq = 0;
+    (void)MPI_Isend(t->frame, (int)(ST_MPI_HDR_BYTES + n), MPI_BYTE, 0, ST_MPI_TAG_FRAME,
+                    st_mpi_comm(), &t->req[t->nreq++]);
+    if (t->status == STRATA_OK)
+        for (uint32_t i = 0; i < t->args.ntensors; i++) {
+            if (!t->buf[i] || !(st_xfer_dirs(&t->args.tensors[i], t->args.tags[i]) & ST_XFER_OUT))
+                continue;
+            /* the rewritten tensor is host memory of buf[i]; the tag is the original's */
+            (void)MPI_Isend(strata_buffer_data(t->buf[i]), (int)st_xfer_bytes(&t->args.tensors[i]),
+                            MPI_BYTE, 0, ST_MPI_TAG_DATA0 + slot * 64 + (int)i, st_mpi_comm(),
+                            &t->req[t->nreq++]);
+        }
+    t->state = S_SEND;
+}
+
+static void take_task(server *sv, const st_mpi_hdr *h, const uint8_t *body) {
+    if (h->slot >= ST_MPI_SLOTS)
+        return; /* rank 0 never sends it; nothing can be answered for it */
+    int slot = (int)h->slot;
+    serve_task *t = &sv->task[slot];
+    while (t->state == S_SEND) { /* rank 0 has its results: the sends end at once */
+        int flag = 0;
+        MPI_Testall(t->nreq, t->req, &flag, MPI_STATUSES_IGNORE);
+        if (flag)
+            free_task(t);
+    }
+    t->seq = (uint32_t)h->seq;
+    t->status = STRATA_OK;
+    t->msg[0] = '\0';
+    t->run = NULL;
+    t->nreq = t->ndrain = 0;
+    char who[96];
+    snprintf(who, sizeof who, "L4 child %s", sv->ep->base.label);
+    if (h->body_bytes < sizeof(st_digest) ||
+        st_wire_args_decode(body + sizeof(st_digest), h->body_bytes - sizeof(st_digest), &t->args,
+                            who) != STRATA_OK) {
+        task_fail(t, STRATA_EENDPOINT, "%s",
+                  h->body_bytes < sizeof(st_digest) ? "a task frame without its callable"
+                                                    : strata_error_message());
+        send_done(sv, t, slot); /* its data (if any) cannot be told apart: see docs */
+        return;
+    }
+    st_digest d;
+    memcpy(&d, body, sizeof d);
+    t->ci = callable_of(sv, &d);
+    if (!t->ci) {
+        char hex[ST_DIGEST_HEX];
+        st_digest_hex(&d, hex);
+        char detail[160];
+        snprintf(detail, sizeof detail, "%s is not registered on rank %d", hex, sv->s->my_rank);
+        task_fail(t, STRATA_ETASK,
+                  "the callable with digest %s (register the same callables on every rank "
+                  "before strata_worker_init)",
+                  detail);
+    }
+    for (uint32_t i = 0; i < t->args.ntensors; i++)
+        place_tensor(sv, t, i, slot);
+    t->state = S_RECV;
+}
+
+/* Drive the tasks: received -> run started; run done -> DONE; sent -> free. */
+static int step_tasks(server *sv) {
+    int did = 0;
+    for (int k = 0; k < ST_MPI_SLOTS; k++) {
+        serve_task *t = &sv->task[k];
+        int flag = 0;
+        switch (t->state) {
+        case S_RECV:
+            MPI_Testall(t->nreq, t->req, &flag, MPI_STATUSES_IGNORE);
+            if (flag && t->ndrain) /* truncated on purpose: their errors are expected */
+                MPI_Testall(t->ndrain, t->drain, &flag, MPI_STATUSES_IGNORE);
+            if (!flag)
+                break;
+            did = 1;
+            if (t->status == STRATA_OK)
+                t->status = st_worker_child_start(sv->inner, sv->ep->base.label, t->ci, &t->args,
+                                                  &t->run, t->msg, sizeof t->msg);
+            if (t->status == STRATA_OK)
+                t->state = S_RUN;
+            else
+                send_done(sv, t, k);
+            break;
+        case S_RUN:
+            if (!strata_run_done(t->run))
+                break;
+            did = 1;
+            t->status = st_worker_child_finish(t->run, t->msg, sizeof t->msg);
+            t->run = NULL;
+            send_done(sv, t, k);
+            break;
+        case S_SEND:
+            MPI_Testall(t->nreq, t->req, &flag, MPI_STATUSES_IGNORE);
+            if (flag) {
+                free_task(t);
+                did = 1;
+            }
+            break;
+        default:
+            break;
+        }
+    }
+    return did;
+}
+
+/* ---- The loop ------------------------------------------------------------------------------ */
+
+static mpi_ep *my_child(mpi_session *s) {
+    for (int i = 0; i < s->n; i++)
+        if (s->eps[i]->rank == s->my_rank)
+            return s->eps[i];
+    return NULL;
+}
+
+/* Read one frame from rank 0 if one is there: 1 and its header, 0 if none. */
+static int read_frame(server *sv, st_mpi_hdr *h) {
+    int flag = 0, count = 0;
+    MPI_Status st;
+    if (MPI_Iprobe(0, ST_MPI_TAG_FRAME, st_mpi_comm(), &flag, &st) != MPI_SUCCESS || !flag)
+        return 0;
+    MPI_Get_count(&st, MPI_BYTE, &count);
+    int too_big = count < 0 || (size_t)count > ST_MPI_HDR_BYTES + ST_MPI_BODY_MAX;
+    MPI_Recv(sv->in, too_big ? 0 : count, MPI_BYTE, 0, ST_MPI_TAG_FRAME, st_mpi_comm(),
+             MPI_STATUS_IGNORE);
+    sv->last_heard_ns = st_now_ns();
+    char why[256];
+    if (too_big || st_mpi_hdr_get(sv->in, (size_t)count, h, why, sizeof why) != STRATA_OK) {
+        /* nothing names the task it belonged to: report it on stderr and go on */
+        fprintf(stderr, "strata: rank %d: dropped a bad frame from rank 0: %s\n", sv->s->my_rank,
+                too_big ? "too long" : why);
+        return -1;
+    }
+    return 1;
+}
+
+_Noreturn void st_mpi_serve(mpi_session *s) {
+    server *sv = st_calloc(1, sizeof *sv);
+    uint8_t *in = st_malloc(ST_MPI_HDR_BYTES + ST_MPI_BODY_MAX);
+    if (!sv || !in) {
+        fprintf(stderr, "strata: rank %d: out of memory for the serve loop\n", s->my_rank);
+        leave(1);
+    }
+    sv->s = s;
+    sv->in = in;
+    sv->ep = my_child(s);
+    int failed = 0;
+    st_mpi_lock(); /* this thread is the rank's only MPI caller from now on */
+    if (sv->ep) {
+        sv->worker_id = sv->ep->base.worker_id;
+        st_mpi_hdr h;
+        st_mpi_hdr_init(&h, ST_MPI_HELLO, sv->worker_id);
+        int rc = st_worker_child_bring_up(&sv->ep->cfg, sv->ep->name, 1, &sv->inner);
+        h.status = rc;
+        failed = rc != STRATA_OK;
+        send_frame(sv, &h, rc == STRATA_OK ? NULL : strata_error_message());
+    }
+    st_backoff bo = {0};
+    uint64_t silence = 4 * (sv->ep ? sv->ep->heartbeat_ns : ST_MPI_HEARTBEAT_DEFAULT_NS);
+    for (;;) {
+        int did = sv->inner ? step_tasks(sv) : 0;
+        st_mpi_hdr h;
+        int got = read_frame(sv, &h);
+        if (got) {
+            did = 1;
+            if (got > 0) {
+                const uint8_t *body = sv->in + ST_MPI_HDR_BYTES;
+                st_mpi_hdr r;
+                switch (h.type) {
+                case ST_MPI_TASK:
+                    if (sv->inner)
+                        take_task(sv, &h, body);
+                    break;
+                case ST_MPI_CTRL:
+                    if (sv->inner)
+                        control(sv, &h);
+                    break;
+                case ST_MPI_PING:
+                    st_mpi_hdr_init(&r, ST_MPI_PONG, sv->worker_id);
+                    r.seq = h.seq;
+                    send_frame(sv, &r, NULL);
+                    break;
+                case ST_MPI_SHUTDOWN:
+                    st_mpi_unlock();
+                    strata_worker_destroy(sv->inner); /* closes its own children */
+                    st_mpi_lock();
+                    if (sv->ep) {
+                        st_mpi_hdr_init(&r, ST_MPI_BYE, sv->worker_id);
+                        send_frame(sv, &r, NULL);
+                    }
+                    st_mpi_unlock();
+                    leave(failed ? 1 : 0);
+                default:
+                    fprintf(stderr, "strata: rank %d: unexpected frame type %u from rank 0\n",
+                            s->my_rank, h.type);
+                }
+            }
+        }
+        if (sv->last_heard_ns && st_now_ns() - sv->last_heard_ns > silence) {
+            fprintf(stderr,
+                    "strata: rank %d: rank 0 sent nothing for %llu ms (it pings every "
+                    "heartbeat_timeout_ns / 4): leaving\n",
+                    s->my_rank, (unsigned long long)(silence / 1000000));
+            st_mpi_unlock();
+            leave(1);
+        }
+        if (did) {
+            st_backoff_reset(&bo);
+            continue;
+        }
+        st_mpi_unlock(); /* nothing happened: sleep (back-off) without the lock */
+        st_backoff_idle(&bo);
+        st_mpi_lock();
+    }
+}
