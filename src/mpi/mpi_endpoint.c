@@ -25,6 +25,7 @@
 #include "util/alloc.h"
 #include "util/clock.h"
 #include "util/error.h"
+#include "util/growable.h"
 #include "util/message.h"
 
 static const st_endpoint_ops mpi_ep_ops;
@@ -119,6 +120,7 @@ static int make_session(strata_worker *parent, mpi_session **out) {
     s->l4 = parent;
     s->my_rank = strata_mpi_rank();
     pthread_mutex_init(&s->ctrl_mu, NULL);
+    st_dir_init(&s->dir);
     *out = s;
     return STRATA_OK;
 }
@@ -171,6 +173,7 @@ int st_mpi_child_add(strata_worker *parent, const strata_child_config *cfg, int 
     }
     snprintf(ep->base.label, sizeof ep->base.label, "%d (%s, rank %d)", *worker_id, ep->name,
              ep->rank);
+    ep->index = s->n;
     s->eps[s->n++] = ep;
     return STRATA_OK;
 }
@@ -232,7 +235,8 @@ typedef struct done_list {
 static void task_finish(done_list *dl, mpi_ep *ep, mpi_task *t, int status, const char *msg) {
     for (int i = 0; i < STRATA_MAX_TENSORS; i++) {
         st_free(t->tmp[i]);
-        t->tmp[i] = NULL;
+        st_free(t->tmp_out[i]);
+        t->tmp[i] = t->tmp_out[i] = NULL;
     }
     t->nreq = 0;
     t->done_status = status;
@@ -278,7 +282,7 @@ static void declare_dead(done_list *dl, mpi_ep *ep, const char *why) {
         if (atomic_load(&t->state) == T_FREE)
             continue;
         for (int k = 0; k < STRATA_MAX_TENSORS; k++)
-            t->tmp[k] = NULL; /* MPI may still hold them */
+            t->tmp[k] = t->tmp_out[k] = NULL; /* MPI may still hold them */
         task_finish(dl, ep, t, STRATA_EENDPOINT, ep->dead_msg);
     }
     mpi_ctrl *c = &ep->s->ctrl;
@@ -298,6 +302,202 @@ static void mpi_failed(done_list *dl, mpi_ep *ep, const char *call, int rc) {
     declare_dead(dl, ep, why);
 }
 
+/* ---- Copies on the ranks (mpi_directory.h) ---------------------------------------------- */
+
+/* Queue a drop of copy `id` for ep (sent with its next task). */
+static void queue_drop(mpi_ep *ep, uint64_t id, uint64_t bytes) {
+    ep->cache_bytes = ep->cache_bytes > bytes ? ep->cache_bytes - bytes : 0;
+    if (ep->ndrops == ep->capdrops) {
+        uint64_t *nd =
+            st_grow(ep->drops, &ep->capdrops, ep->ndrops + 1, sizeof *nd, 32, NULL, "drop list");
+        if (!nd)
+            return; /* the copy stays until close: memory, never a wrong read (digests) */
+        ep->drops = nd;
+    }
+    ep->drops[ep->ndrops++] = id;
+}
+
+/* Every holder of e but `keep` (a child index, or -1) drops its copy. */
+static void drop_holders(mpi_session *s, st_dir_entry *e, int keep) {
+    for (int c = 0; c < s->n; c++)
+        if (c != keep && st_dir_holds(e, c)) {
+            st_dir_set(e, c, 0);
+            if (!atomic_load(&s->eps[c]->dead))
+                queue_drop(s->eps[c], e->id, e->bytes);
+        }
+}
+
+/* Room for `bytes` more copies on ep: its oldest copies (lowest id) go first.
+ * 0 if the copy does not fit at all. */
+static int make_room(mpi_session *s, mpi_ep *ep, uint64_t bytes) {
+    if (bytes > ST_MPI_CACHE_BYTES)
+        return 0;
+    while (ep->cache_bytes + bytes > ST_MPI_CACHE_BYTES) {
+        st_dir_entry *old = NULL;
+        st_dir_entry *e;
+        for (uint32_t i = 0; (e = st_dir_at(&s->dir, i)) != NULL; i++)
+            if (st_dir_holds(e, ep->index) && (!old || e->id < old->id))
+                old = e;
+        if (!old)
+            return 0;
+        st_dir_set(old, ep->index, 0);
+        queue_drop(ep, old->id, old->bytes);
+    }
+    return 1;
+}
+
+static void hold(mpi_ep *ep, st_dir_entry *e) {
+    st_dir_set(e, ep->index, 1);
+    ep->cache_bytes += e->bytes;
+}
+
+/* The digest of view x's bytes on the host (packing a strided view into
+ * *packed, which the caller sends from when the bytes go from here). */
+static int host_digest(const strata_tensor *x, void **packed, st_digest *out) {
+    uint64_t n = st_xfer_bytes(x);
+    if (st_xfer_contiguous(x)) {
+        *out = st_digest_bytes(strata_tensor_data(x), n);
+        return 1;
+    }
+    if (!*packed) {
+        *packed = st_malloc(n ? n : 1);
+        if (!*packed)
+            return 0;
+        st_xfer_pack(x, *packed);
+    }
+    *out = st_digest_bytes(*packed, n);
+    return 1;
+}
+
+/* A holder of a valid copy of e other than ep, alive, or NULL. */
+static mpi_ep *live_holder(mpi_session *s, const st_dir_entry *e, const mpi_ep *ep) {
+    for (int c = 0; c < s->n; c++)
+        if (c != ep->index && st_dir_holds(e, c) && !atomic_load(&s->eps[c]->dead))
+            return s->eps[c];
+    return NULL;
+}
+
+/* Where tensor i of task t on ep comes from, and whether ep keeps its copy:
+ * its own valid copy (nothing travels), a valid copy on another child (that
+ * rank sends it straight to ep: SEND_TO, never through rank 0), or rank 0. */
+static void place(done_list *dl, mpi_ep *ep, mpi_task *t, int slot, uint32_t i) {
+    mpi_session *s = ep->s;
+    const strata_task_args *a = t->d.args;
+    const strata_tensor *x = &a->tensors[i];
+    st_mpi_place *pl = &t->place[i];
+    memset(pl, 0, sizeof *pl);
+    int dirs = st_xfer_dirs(x, a->tags[i]);
+    if (!dirs)
+        return;
+    if (a->tags[i] == STRATA_NO_DEP) { /* not tracked: its bytes always come from here */
+        pl->kind = ST_PLACE_ROOT;
+        return;
+    }
+    st_dir_entry *e = st_dir_find(&s->dir, x);
+    if (!e)
+        e = st_dir_add(&s->dir, x);
+    if (!e) { /* no memory for the record: the bytes go from here, no copy is kept */
+        pl->kind = (dirs & ST_XFER_IN) ? ST_PLACE_ROOT : ST_PLACE_NONE;
+        return;
+    }
+    pl->id = e->id;
+    if (!(dirs & ST_XFER_IN)) { /* OUT: the result is the copy (the directory learns at the end) */
+        if (make_room(s, ep, e->bytes))
+            pl->kind = ST_PLACE_NONE | ST_PLACE_KEEP;
+        return;
+    }
+    st_digest d;
+    if (!host_digest(x, &t->tmp[i], &d)) {
+        pl->kind = ST_PLACE_ROOT;
+        return;
+    }
+    int valid = st_digest_equal(&d, &e->digest);
+    if (!valid) { /* written since the copies were made (or never copied): they go */
+        drop_holders(s, e, -1);
+        e->digest = d;
+    }
+    int written = (dirs & ST_XFER_OUT) != 0;
+    if (valid && st_dir_holds(e, ep->index)) {
+        pl->kind = ST_PLACE_CACHED | (written ? ST_PLACE_KEEP : 0);
+        return;
+    }
+    mpi_ep *from = valid ? live_holder(s, e, ep) : NULL;
+    int keep = make_room(s, ep, e->bytes);
+    if (from) {
+        pl->kind = ST_PLACE_PEER;
+        pl->src = from->rank;
+        st_mpi_hdr h;
+        st_mpi_hdr_init(&h, ST_MPI_SEND_TO, from->base.worker_id);
+        h.arg0 = e->id;
+        h.arg1 = e->bytes;
+        h.slot = (uint32_t)ep->rank;
+        h.seq = (uint64_t)(ST_MPI_TAG_DATA0 + slot * 64 + (int)i);
+        st_mpi_hdr_put(t->sendto[i], &h);
+        int rc = MPI_Isend(t->sendto[i], ST_MPI_HDR_BYTES, MPI_BYTE, from->rank, ST_MPI_TAG_FRAME,
+                           st_mpi_comm(), &t->req[t->nreq++]);
+        if (rc != MPI_SUCCESS)
+            mpi_failed(dl, from, "MPI_Isend of a SEND_TO", rc);
+    } else {
+        pl->kind = ST_PLACE_ROOT;
+    }
+    if (keep) {
+        pl->kind |= ST_PLACE_KEEP;
+        hold(ep, e); /* valid there once its bytes arrive; a later task there waits for them */
+    }
+}
+
+/* After task t on ep: its written views' copies elsewhere are stale (and any
+ * copy of bytes overlapping them); ep's own copy is valid when it kept one.
+ * A failed task's kept copies were dropped by the child itself. */
+static void settle_copies(mpi_ep *ep, mpi_task *t, int ok) {
+    mpi_session *s = ep->s;
+    const strata_task_args *a = t->d.args;
+    for (uint32_t i = 0; i < a->ntensors; i++) {
+        const strata_tensor *x = &a->tensors[i];
+        st_mpi_place *pl = &t->place[i];
+        int dirs = st_xfer_dirs(x, a->tags[i]);
+        if (!dirs || a->tags[i] == STRATA_NO_DEP)
+            continue;
+        st_dir_entry *e = st_dir_find(&s->dir, x);
+        int kept = (pl->kind & ST_PLACE_KEEP) != 0;
+        if (!ok) {
+            if (kept && e && e->id == pl->id && st_dir_holds(e, ep->index)) {
+                st_dir_set(e, ep->index, 0);
+                ep->cache_bytes = ep->cache_bytes > e->bytes ? ep->cache_bytes - e->bytes : 0;
+            }
+            continue;
+        }
+        if (!(dirs & ST_XFER_OUT))
+            continue;
+        st_dir_entry *o;
+        for (uint32_t k = 0; (o = st_dir_at(&s->dir, k)) != NULL;) {
+            if (o != e && st_dir_overlaps(o, x)) {
+                drop_holders(s, o, -1);
+                st_dir_remove(&s->dir, o); /* swaps the last one in: look at k again */
+                continue;
+            }
+            k++;
+        }
+        if (!e || e->id != pl->id) { /* its record went (no memory): the child's copy too */
+            if (kept)
+                queue_drop(ep, pl->id, st_xfer_bytes(x));
+            continue;
+        }
+        int had = st_dir_holds(e, ep->index);
+        drop_holders(s, e, ep->index);
+        void *packed = NULL;
+        if (!host_digest(x, &packed, &e->digest))
+            memset(&e->digest, 0, sizeof e->digest); /* matches no bytes' digest by chance */
+        st_free(packed);
+        if (kept && !had)
+            hold(ep, e);
+        else if (!kept && had) {
+            st_dir_set(e, ep->index, 0);
+            queue_drop(ep, e->id, e->bytes);
+        }
+    }
+}
+
 /* QUEUED -> SENT: the frame (digest + arguments), then each IN tensor's bytes. */
 static void send_task(done_list *dl, mpi_ep *ep, int slot) {
     mpi_task *t = &ep->task[slot];
@@ -309,8 +509,8 @@ static void send_task(done_list *dl, mpi_ep *ep, int slot) {
     uint8_t *body = t->frame + ST_MPI_HDR_BYTES;
     memcpy(body, &t->d.callable->digest, sizeof(st_digest));
     size_t used = 0;
-    int rc = st_wire_args_encode(a, body + sizeof(st_digest), ST_MPI_BODY_MAX - sizeof(st_digest),
-                                 &used);
+    size_t at = sizeof(st_digest) + 8;
+    int rc = st_wire_args_encode(a, body + at, ST_WIRE_ARGS_MAX, &used);
     if (rc != STRATA_OK) {
         char why[STRATA_ERRMSG_MAX];
         st_msg_format(why, sizeof why, "%s: the task's arguments: %s", ep->base.label,
@@ -332,9 +532,24 @@ static void send_task(done_list *dl, mpi_ep *ep, int slot) {
             return;
         }
     }
-    h.body_bytes = (uint32_t)(sizeof(st_digest) + used);
-    st_mpi_hdr_put(t->frame, &h);
     t->nreq = 0;
+    for (uint32_t i = 0; i < a->ntensors; i++)
+        place(dl, ep, t, slot, i);
+    if (atomic_load(&ep->dead)) { /* a SEND_TO found a holder gone: this task went with it */
+        atomic_store(&t->state, T_SENT);
+        return;
+    }
+    at += used;
+    for (uint32_t i = 0; i < a->ntensors; i++, at += 16)
+        st_mpi_place_put(body + at, &t->place[i]);
+    uint32_t ndrop = ep->ndrops < ST_MPI_DROPS_MAX ? ep->ndrops : ST_MPI_DROPS_MAX;
+    for (uint32_t k = 0; k < ndrop; k++, at += 8)
+        st_mpi_put64(body + at, ep->drops[ep->ndrops - 1 - k]);
+    ep->ndrops -= ndrop;
+    st_mpi_put32(body + sizeof(st_digest), (uint32_t)used);
+    st_mpi_put32(body + sizeof(st_digest) + 4, ndrop);
+    h.body_bytes = (uint32_t)at;
+    st_mpi_hdr_put(t->frame, &h);
     rc = MPI_Isend(t->frame, (int)(ST_MPI_HDR_BYTES + h.body_bytes), MPI_BYTE, ep->rank,
                    ST_MPI_TAG_FRAME, st_mpi_comm(), &t->req[t->nreq++]);
     atomic_store(&t->state, T_SENT);
@@ -344,12 +559,13 @@ static void send_task(done_list *dl, mpi_ep *ep, int slot) {
     }
     for (uint32_t i = 0; i < a->ntensors; i++) {
         const strata_tensor *x = &a->tensors[i];
-        if (!(st_xfer_dirs(x, a->tags[i]) & ST_XFER_IN))
+        if ((t->place[i].kind & 0xf) != ST_PLACE_ROOT)
             continue;
         uint64_t n = st_xfer_bytes(x);
         const void *src = strata_tensor_data(x);
-        if (!st_xfer_contiguous(x)) { /* packed once; the dense copy is what travels */
-            t->tmp[i] = st_malloc(n ? n : 1);
+        if (!st_xfer_contiguous(x)) { /* packed once (maybe for its digest already) */
+            if (!t->tmp[i])
+                t->tmp[i] = st_malloc(n ? n : 1);
             if (!t->tmp[i]) {
                 mpi_failed(dl, ep, "packing a strided view (out of memory)", MPI_ERR_NO_MEM);
                 return;
@@ -400,14 +616,13 @@ static void task_done(done_list *dl, mpi_ep *ep, const st_mpi_hdr *h, const uint
         uint64_t n = st_xfer_bytes(x);
         void *dst = strata_tensor_data(x);
         if (!st_xfer_contiguous(x)) {
-            st_free(t->tmp[i]); /* its IN copy (INOUT) has gone out: the child answered */
-            t->tmp[i] = st_malloc(n ? n : 1);
-            if (!t->tmp[i]) {
+            t->tmp_out[i] = st_malloc(n ? n : 1);
+            if (!t->tmp_out[i]) {
                 mpi_failed(dl, ep, "a strided view's receive buffer (out of memory)",
                            MPI_ERR_NO_MEM);
                 return;
             }
-            dst = t->tmp[i];
+            dst = t->tmp_out[i];
         }
         int rc = MPI_Irecv(dst, (int)n, MPI_BYTE, ep->rank,
                            ST_MPI_TAG_DATA0 + (int)h->slot * 64 + (int)i, st_mpi_comm(),
@@ -436,8 +651,9 @@ static int test_task(done_list *dl, mpi_ep *ep, mpi_task *t) {
     const strata_task_args *a = t->d.args;
     if (t->done_status == STRATA_OK)
         for (uint32_t i = 0; i < a->ntensors; i++)
-            if ((st_xfer_dirs(&a->tensors[i], a->tags[i]) & ST_XFER_OUT) && t->tmp[i])
-                st_xfer_unpack(&a->tensors[i], t->tmp[i]);
+            if ((st_xfer_dirs(&a->tensors[i], a->tags[i]) & ST_XFER_OUT) && t->tmp_out[i])
+                st_xfer_unpack(&a->tensors[i], t->tmp_out[i]);
+    settle_copies(ep, t, t->done_status == STRATA_OK);
     task_finish(dl, ep, t, t->done_status, t->done_msg);
     return 1;
 }
@@ -491,6 +707,19 @@ static void ctrl_reply(done_list *dl, mpi_ep *ep, const st_mpi_hdr *h, const uin
     }
     c->status = h->status;
     c->result = h->arg0;
+    if (c->status == STRATA_OK && c->op == ST_MPI_CTRL_TRAFFIC) {
+        if (h->body_bytes != 6 * 8) {
+            c->status = STRATA_EENDPOINT;
+            st_msg_format(c->msg, sizeof c->msg, "a traffic reply of %u bytes", h->body_bytes);
+            c->op = -c->op;
+            return;
+        }
+        uint64_t *f = c->dst;
+        for (int k = 0; k < 6; k++)
+            f[k] = st_mpi_get64(body + 8 * k);
+        c->op = -c->op;
+        return;
+    }
     size_t n = h->body_bytes < sizeof c->msg - 1 ? h->body_bytes : sizeof c->msg - 1;
     memcpy(c->msg, body, n);
     c->msg[n] = '\0';
@@ -778,6 +1007,7 @@ static void session_stop_thread(mpi_session *s) {
 
 static void session_free(mpi_session *s) {
     pthread_mutex_destroy(&s->ctrl_mu);
+    st_dir_free(&s->dir);
     st_free(s);
 }
 
@@ -786,6 +1016,7 @@ static void mpi_destroy(st_endpoint *base) {
     mpi_session *s = ep->s;
     session_stop_thread(s);
     s->spent = 1;
+    st_free(ep->drops);
     if (++s->destroyed == s->n)
         session_free(s);
     st_free(ep);
@@ -942,4 +1173,16 @@ int st_mpi_remote_free(strata_worker *w, int worker_id, strata_buffer *b) {
             ctrl_call(ep, ST_MPI_CTRL_FREE, addr, 0, NULL, NULL, NULL, "strata_worker_remote_free");
     st_buffer_destroy_device(b);
     return rc;
+}
+
+int st_mpi_child_traffic(strata_worker *w, int worker_id, st_mpi_traffic *out) {
+    mpi_ep *ep = st_mpi_ep_of(st_worker_next_endpoint(w, worker_id));
+    if (!ep || !out)
+        return st_fail(STRATA_EINVAL, "st_mpi_child_traffic: worker %d is not an MPI child",
+                       worker_id);
+    uint64_t f[6];
+    _Static_assert(sizeof(st_mpi_traffic) == sizeof f, "six counters");
+    STRATA_TRY(ctrl_call(ep, ST_MPI_CTRL_TRAFFIC, 0, 0, NULL, f, NULL, "st_mpi_child_traffic"));
+    memcpy(out, f, sizeof f);
+    return STRATA_OK;
 }

@@ -39,6 +39,33 @@ static uint64_t get(const uint8_t *p, int n) {
     return v;
 }
 
+void st_mpi_put32(uint8_t *p, uint32_t v) {
+    put(p, v, 4);
+}
+void st_mpi_put64(uint8_t *p, uint64_t v) {
+    put(p, v, 8);
+}
+uint32_t st_mpi_get32(const uint8_t *p) {
+    return (uint32_t)get(p, 4);
+}
+uint64_t st_mpi_get64(const uint8_t *p) {
+    return get(p, 8);
+}
+
+void st_mpi_place_put(uint8_t *out, const st_mpi_place *pl) {
+    out[0] = pl->kind;
+    out[1] = out[2] = out[3] = 0;
+    put(out + 4, (uint32_t)pl->src, 4);
+    put(out + 8, pl->id, 8);
+}
+
+void st_mpi_place_get(const uint8_t *in, st_mpi_place *pl) {
+    memset(pl, 0, sizeof *pl);
+    pl->kind = in[0];
+    pl->src = (int32_t)(uint32_t)get(in + 4, 4);
+    pl->id = get(in + 8, 8);
+}
+
 void st_mpi_hdr_init(st_mpi_hdr *h, st_mpi_type type, int worker_id) {
     memset(h, 0, sizeof *h);
     h->magic = ST_MPI_MAGIC;

@@ -21,6 +21,7 @@
 #include "mpi/mpi_env.h"
 #include "mpi/mpi_session.h"
 #include "mpi/mpi_xfer.h"
+#include "mpi/remote_child.h"
 #include "strata/mpi.h"
 #include "util/alloc.h"
 #include "util/clock.h"
@@ -30,14 +31,31 @@
 
 enum { S_FREE = 0, S_RECV, S_RUN, S_SEND };
 
+/* A copy this rank keeps for rank 0's directory (mpi_directory.h): named by
+ * its cache id, used by tasks (users) and sent to other ranks (sends); freed
+ * once dropped (unlisted) and neither. */
+typedef struct cache_entry {
+    uint64_t id;
+    strata_buffer *b;
+    int users, sends;
+    int filling; /* its bytes are still arriving for the task that made it */
+    int failed;  /* that task failed first: the bytes never came */
+    int listed;
+} cache_entry;
+
 typedef struct serve_task {
     int state;
     uint32_t seq;
     strata_task_args args;
     const st_callable_info *ci;
     strata_buffer *buf[STRATA_MAX_TENSORS]; /* the task's own copies of host tensors */
+    cache_entry *ce[STRATA_MAX_TENSORS];    /* or a kept copy it reads or fills */
+    uint8_t keep[STRATA_MAX_TENSORS];       /* ce[i] was made (or is written) by this task */
+    uint8_t fills[STRATA_MAX_TENSORS];      /* ce[i]'s bytes arrive with this task */
     int nreq;
-    MPI_Request req[STRATA_MAX_TENSORS];
+    MPI_Request req[STRATA_MAX_TENSORS + 1];
+    int req_peer[STRATA_MAX_TENSORS + 1]; /* bytes a PEER receive must bring (0: not one) */
+    MPI_Status st[STRATA_MAX_TENSORS + 1];
     int ndrain; /* IN data of a task that failed before it ran: taken and dropped */
     MPI_Request drain[STRATA_MAX_TENSORS];
     strata_run *run;
@@ -45,6 +63,15 @@ typedef struct serve_task {
     char msg[STRATA_ERRMSG_MAX];
     uint8_t frame[ST_MPI_HDR_BYTES + STRATA_ERRMSG_MAX];
 } serve_task;
+
+/* A SEND_TO from rank 0: started once its copy is filled. */
+typedef struct pending_send {
+    cache_entry *ce; /* NULL: the copy is missing (0 bytes go) */
+    int dest, tag;
+    uint64_t bytes;
+    int started;
+    MPI_Request req;
+} pending_send;
 
 typedef struct server {
     mpi_session *s;
@@ -54,6 +81,11 @@ typedef struct server {
     serve_task task[ST_MPI_SLOTS];
     strata_buffer **rbuf; /* remote memory held for rank 0 */
     uint32_t nrbuf, caprbuf;
+    cache_entry **cache;
+    uint32_t ncache, capcache;
+    pending_send *ps;
+    uint32_t nps, capps;
+    st_mpi_traffic traffic;
     uint8_t *in; /* the frame being read */
     uint8_t out[ST_MPI_HDR_BYTES + STRATA_ERRMSG_MAX];
     uint64_t last_heard_ns; /* 0: rank 0 not heard yet */
@@ -78,17 +110,129 @@ static int wait_req(MPI_Request *r) {
     }
 }
 
-/* Send a frame with a text body and wait for it to leave. */
-static void send_frame(server *sv, st_mpi_hdr *h, const char *text) {
-    size_t n = text ? strnlen(text, STRATA_ERRMSG_MAX - 1) : 0;
+/* Send a frame with a body of n bytes and wait for it to leave. */
+static void send_body(server *sv, st_mpi_hdr *h, const void *body, size_t n) {
     h->body_bytes = (uint32_t)n;
     st_mpi_hdr_put(sv->out, h);
     if (n)
-        memcpy(sv->out + ST_MPI_HDR_BYTES, text, n);
+        memcpy(sv->out + ST_MPI_HDR_BYTES, body, n);
     MPI_Request r;
     if (MPI_Isend(sv->out, (int)(ST_MPI_HDR_BYTES + n), MPI_BYTE, 0, ST_MPI_TAG_FRAME,
                   st_mpi_comm(), &r) == MPI_SUCCESS)
         (void)wait_req(&r);
+}
+
+static void send_frame(server *sv, st_mpi_hdr *h, const char *text) {
+    send_body(sv, h, text, text ? strnlen(text, STRATA_ERRMSG_MAX - 1) : 0);
+}
+
+/* ---- Kept copies -------------------------------------------------------------------------- */
+
+static cache_entry *cache_find(server *sv, uint64_t id) {
+    for (uint32_t i = 0; i < sv->ncache; i++)
+        if (sv->cache[i]->id == id)
+            return sv->cache[i];
+    return NULL;
+}
+
+static void cache_maybe_free(cache_entry *ce) {
+    if (ce->listed || ce->users || ce->sends)
+        return;
+    strata_buffer_destroy(ce->b);
+    st_free(ce);
+}
+
+/* Take ce off the list (a drop, a replacement, a failed task): freed once unused. */
+static void cache_unlist(server *sv, cache_entry *ce) {
+    for (uint32_t i = 0; i < sv->ncache; i++)
+        if (sv->cache[i] == ce) {
+            sv->cache[i] = sv->cache[--sv->ncache];
+            break;
+        }
+    ce->listed = 0;
+    cache_maybe_free(ce);
+}
+
+/* b kept as copy id (replacing an older one of that id); NULL: no memory. */
+static cache_entry *cache_put(server *sv, uint64_t id, strata_buffer *b) {
+    if (sv->ncache == sv->capcache) {
+        cache_entry **nc =
+            st_grow(sv->cache, &sv->capcache, sv->ncache + 1, sizeof *nc, 32, NULL, "kept copies");
+        if (!nc)
+            return NULL;
+        sv->cache = nc;
+    }
+    cache_entry *ce = st_calloc(1, sizeof *ce);
+    if (!ce)
+        return NULL;
+    cache_entry *old = cache_find(sv, id);
+    if (old)
+        cache_unlist(sv, old);
+    ce->id = id;
+    ce->b = b;
+    ce->listed = 1;
+    sv->cache[sv->ncache++] = ce;
+    return ce;
+}
+
+static void send_to(server *sv, const st_mpi_hdr *h) {
+    if (sv->nps == sv->capps) {
+        pending_send *np =
+            st_grow(sv->ps, &sv->capps, sv->nps + 1, sizeof *np, 16, NULL, "pending sends");
+        if (!np) { /* cannot even queue it: 0 bytes now, the receiver fails its task */
+            MPI_Request r;
+            if (MPI_Isend(&sv->sink, 0, MPI_BYTE, (int)h->slot, (int)h->seq, st_mpi_comm(), &r) ==
+                MPI_SUCCESS)
+                (void)wait_req(&r);
+            return;
+        }
+        sv->ps = np;
+    }
+    pending_send *p = &sv->ps[sv->nps++];
+    memset(p, 0, sizeof *p);
+    p->ce = cache_find(sv, h->arg0);
+    if (p->ce && strata_buffer_size(p->ce->b) < h->arg1)
+        p->ce = NULL;
+    if (p->ce)
+        p->ce->sends++;
+    p->dest = (int)h->slot;
+    p->tag = (int)h->seq;
+    p->bytes = h->arg1;
+}
+
+/* Start the SEND_TOs whose copy is filled, retire the finished ones. */
+static int step_sends(server *sv) {
+    int did = 0;
+    for (uint32_t i = 0; i < sv->nps;) {
+        pending_send *p = &sv->ps[i];
+        if (!p->started) {
+            if (p->ce && p->ce->filling && !p->ce->failed) {
+                i++;
+                continue;
+            }
+            int ok = p->ce && !p->ce->failed;
+            if (MPI_Isend(ok ? strata_buffer_data(p->ce->b) : &sv->sink, ok ? (int)p->bytes : 0,
+                          MPI_BYTE, p->dest, p->tag, st_mpi_comm(), &p->req) != MPI_SUCCESS)
+                p->req = MPI_REQUEST_NULL;
+            if (ok)
+                sv->traffic.to_peers += p->bytes;
+            p->started = 1;
+            did = 1;
+        }
+        int flag = 0;
+        MPI_Test(&p->req, &flag, MPI_STATUS_IGNORE);
+        if (!flag) {
+            i++;
+            continue;
+        }
+        if (p->ce) {
+            p->ce->sends--;
+            cache_maybe_free(p->ce);
+        }
+        sv->ps[i] = sv->ps[--sv->nps];
+        did = 1;
+    }
+    return did;
 }
 
 /* ---- Remote memory ---------------------------------------------------------------------- */
@@ -160,9 +304,23 @@ static void control(server *sv, const st_mpi_hdr *h) {
             rc = st_fail(STRATA_EINVAL, "%llu bytes at 0x%llx are no remote buffer on rank %d",
                          (unsigned long long)h->arg1, (unsigned long long)h->arg0, sv->s->my_rank);
         break;
+    case ST_MPI_CTRL_TRAFFIC: {
+        uint8_t body[6 * 8];
+        uint64_t cached = 0;
+        for (uint32_t i = 0; i < sv->ncache; i++)
+            cached += strata_buffer_size(sv->cache[i]->b);
+        const uint64_t f[6] = {sv->traffic.from_root,  sv->traffic.to_root,
+                               sv->traffic.from_peers, sv->traffic.to_peers,
+                               sv->traffic.cache_hits, cached};
+        for (int k = 0; k < 6; k++)
+            st_mpi_put64(body + 8 * k, f[k]);
+        send_body(sv, &r, body, sizeof body);
+        return;
+    }
     default:
         rc = st_fail(STRATA_EINVAL, "unknown control call %u", h->slot);
     }
+
     if (rc != STRATA_OK)
         st_msg_format(msg, sizeof msg, "%s", strata_error_message());
     r.status = rc;
@@ -194,36 +352,81 @@ static void task_fail(serve_task *t, int status, const char *fmt, const char *de
     st_msg_format(t->msg, sizeof t->msg, fmt, detail);
 }
 
-/* Tensor i of a task on this rank: a host tensor gets a buffer of the inner
- * worker (its IN bytes received into it); remote memory of this child
- * becomes a host tensor of the inner worker's buffer. */
-static void place_tensor(server *sv, serve_task *t, uint32_t i, int slot) {
+/* The buffer that holds tensor i of t on this rank (NULL: none). */
+static strata_buffer *task_buffer(const serve_task *t, uint32_t i) {
+    return t->buf[i] ? t->buf[i] : t->ce[i] ? t->ce[i]->b : NULL;
+}
+
+/* Tensor i of a task on this rank, placed as rank 0 says (TASK body): a host
+ * tensor becomes a contiguous tensor of a buffer of the inner worker (its
+ * own, or a kept copy), its bytes received from rank 0 or from the rank
+ * holding a valid copy; remote memory of this child becomes a host tensor of
+ * the inner worker's buffer. */
+static void place_tensor(server *sv, serve_task *t, uint32_t i, int slot, const st_mpi_place *pl) {
     strata_tensor *x = &t->args.tensors[i];
     int dirs = st_xfer_dirs(x, t->args.tags[i]);
     int tag = ST_MPI_TAG_DATA0 + slot * 64 + (int)i;
+    int kind = pl->kind & 0xf, keep = (pl->kind & ST_PLACE_KEEP) != 0;
     char detail[160];
     if (x->mem == STRATA_MEM_HOST) {
         uint64_t n = st_xfer_bytes(x);
-        strata_buffer *b = NULL;
         strata_tensor v;
+        if (kind == ST_PLACE_CACHED) {
+            cache_entry *ce = cache_find(sv, pl->id);
+            if (ce && strata_buffer_size(ce->b) >= (n ? n : 1) &&
+                strata_tensor_contiguous(ce->b, (strata_dtype)x->dtype, x->rank, x->shape, &v) ==
+                    STRATA_OK) {
+                ce->users++;
+                t->ce[i] = ce;
+                t->keep[i] = (uint8_t)keep; /* written: dropped if the task fails */
+                *x = v;
+                sv->traffic.cache_hits++;
+                return;
+            }
+            snprintf(detail, sizeof detail, "tensor %u: copy %llu", i, (unsigned long long)pl->id);
+            task_fail(t, STRATA_EENDPOINT, "rank 0 named a kept %s this rank does not hold",
+                      detail);
+            return;
+        }
+        int src = kind == ST_PLACE_PEER ? pl->src : 0;
+        int recv = (dirs & ST_XFER_IN) && (kind == ST_PLACE_ROOT || kind == ST_PLACE_PEER);
+        strata_buffer *b = NULL;
         if (t->status == STRATA_OK && n <= (uint64_t)INT32_MAX &&
             strata_buffer_create(sv->inner, n ? n : 1, &b) == STRATA_OK &&
             strata_tensor_contiguous(b, (strata_dtype)x->dtype, x->rank, x->shape, &v) ==
                 STRATA_OK) {
-            t->buf[i] = b;
             *x = v;
-            if ((dirs & ST_XFER_IN) && MPI_Irecv(strata_buffer_data(b), (int)n, MPI_BYTE, 0, tag,
-                                                 st_mpi_comm(), &t->req[t->nreq++]) != MPI_SUCCESS)
-                task_fail(t, STRATA_EENDPOINT, "%s", "MPI_Irecv of a task's data failed");
+            cache_entry *ce = keep ? cache_put(sv, pl->id, b) : NULL;
+            if (ce) {
+                ce->users = 1;
+                ce->filling = recv;
+                t->ce[i] = ce;
+                t->keep[i] = 1;
+                t->fills[i] = (uint8_t)recv;
+            } else {
+                t->buf[i] = b;
+            }
+            if (recv) {
+                t->req_peer[t->nreq] = kind == ST_PLACE_PEER ? (int)n : 0;
+                if (MPI_Irecv(strata_buffer_data(b), (int)n, MPI_BYTE, src, tag, st_mpi_comm(),
+                              &t->req[t->nreq++]) != MPI_SUCCESS)
+                    task_fail(t, STRATA_EENDPOINT, "%s", "MPI_Irecv of a task's data failed");
+                if (kind == ST_PLACE_PEER)
+                    sv->traffic.from_peers += n;
+                else
+                    sv->traffic.from_root += n;
+            }
             return;
         }
         if (b)
             strata_buffer_destroy(b);
-        snprintf(detail, sizeof detail, "tensor %u (%llu bytes): %s", i, (unsigned long long)n,
-                 strata_error_message());
-        task_fail(t, STRATA_ENOMEM, "no memory on this rank for %s", detail);
-        if ((dirs & ST_XFER_IN) && MPI_Irecv(&sv->sink, 0, MPI_BYTE, 0, tag, st_mpi_comm(),
-                                             &t->drain[t->ndrain]) == MPI_SUCCESS)
+        if (t->status == STRATA_OK) {
+            snprintf(detail, sizeof detail, "tensor %u (%llu bytes): %s", i, (unsigned long long)n,
+                     strata_error_message());
+            task_fail(t, STRATA_ENOMEM, "no memory on this rank for %s", detail);
+        }
+        if (recv && MPI_Irecv(&sv->sink, 0, MPI_BYTE, src, tag, st_mpi_comm(),
+                              &t->drain[t->ndrain]) == MPI_SUCCESS)
             t->ndrain++;
         return;
     }
@@ -243,18 +446,45 @@ static void place_tensor(server *sv, serve_task *t, uint32_t i, int slot) {
     task_fail(t, STRATA_ETASK, "%s, which is no remote buffer of this child (freed?)", detail);
 }
 
-static void free_task(serve_task *t) {
+/* The copies this task fills are settled: filled, or failed when the task
+ * failed before its bytes all came (a SEND_TO or a reader waiting on one then
+ * fails instead of waiting). */
+static void settle_fill(serve_task *t) {
     for (int i = 0; i < STRATA_MAX_TENSORS; i++)
+        if (t->ce[i] && t->fills[i]) {
+            t->ce[i]->filling = 0;
+            t->ce[i]->failed = t->status != STRATA_OK;
+            t->fills[i] = 0;
+        }
+}
+
+/* The task is over: its own buffers freed, its copies released; a failed
+ * task's kept copies go (rank 0's directory forgets them too). */
+static void free_task(server *sv, serve_task *t) {
+    settle_fill(t);
+    for (int i = 0; i < STRATA_MAX_TENSORS; i++) {
         if (t->buf[i]) {
             strata_buffer_destroy(t->buf[i]);
             t->buf[i] = NULL;
         }
+        cache_entry *ce = t->ce[i];
+        if (ce) {
+            t->ce[i] = NULL;
+            ce->users--;
+            if (t->keep[i] && t->status != STRATA_OK && ce->listed)
+                cache_unlist(sv, ce);
+            else
+                cache_maybe_free(ce);
+        }
+        t->keep[i] = 0;
+    }
     t->nreq = 0;
     t->ndrain = 0;
     t->state = S_FREE;
 }
 
 static void send_done(server *sv, serve_task *t, int slot) {
+    settle_fill(t); /* a failed task's copies never fill: whoever waits on them fails */
     st_mpi_hdr h;
     st_mpi_hdr_init(&h, ST_MPI_DONE, sv->worker_id);
     h.seq = t->seq;
@@ -269,12 +499,15 @@ static void send_done(server *sv, serve_task *t, int slot) {
                     st_mpi_comm(), &t->req[t->nreq++]);
     if (t->status == STRATA_OK)
         for (uint32_t i = 0; i < t->args.ntensors; i++) {
-            if (!t->buf[i] || !(st_xfer_dirs(&t->args.tensors[i], t->args.tags[i]) & ST_XFER_OUT))
+            strata_buffer *b = task_buffer(t, i);
+            if (!b || !(st_xfer_dirs(&t->args.tensors[i], t->args.tags[i]) & ST_XFER_OUT))
                 continue;
-            /* the rewritten tensor is host memory of buf[i]; the tag is the original's */
-            (void)MPI_Isend(strata_buffer_data(t->buf[i]), (int)st_xfer_bytes(&t->args.tensors[i]),
-                            MPI_BYTE, 0, ST_MPI_TAG_DATA0 + slot * 64 + (int)i, st_mpi_comm(),
+            /* the rewritten tensor is host memory of b; the tag is the original's */
+            uint64_t n = st_xfer_bytes(&t->args.tensors[i]);
+            (void)MPI_Isend(strata_buffer_data(b), (int)n, MPI_BYTE, 0,
+                            ST_MPI_TAG_DATA0 + slot * 64 + (int)i, st_mpi_comm(),
                             &t->req[t->nreq++]);
+            sv->traffic.to_root += n;
         }
     t->state = S_SEND;
 }
@@ -288,7 +521,7 @@ static void take_task(server *sv, const st_mpi_hdr *h, const uint8_t *body) {
         int flag = 0;
         MPI_Testall(t->nreq, t->req, &flag, MPI_STATUSES_IGNORE);
         if (flag)
-            free_task(t);
+            free_task(sv, t);
     }
     t->seq = (uint32_t)h->seq;
     t->status = STRATA_OK;
@@ -297,14 +530,31 @@ static void take_task(server *sv, const st_mpi_hdr *h, const uint8_t *body) {
     t->nreq = t->ndrain = 0;
     char who[96];
     snprintf(who, sizeof who, "L4 child %s", sv->ep->base.label);
-    if (h->body_bytes < sizeof(st_digest) ||
-        st_wire_args_decode(body + sizeof(st_digest), h->body_bytes - sizeof(st_digest), &t->args,
-                            who) != STRATA_OK) {
-        task_fail(t, STRATA_EENDPOINT, "%s",
-                  h->body_bytes < sizeof(st_digest) ? "a task frame without its callable"
-                                                    : strata_error_message());
+    /* digest, u32 args_bytes, u32 ndrop, args, placements, drops (mpi_frame.h) */
+    const size_t head = sizeof(st_digest) + 8;
+    uint32_t args_bytes = h->body_bytes >= head ? st_mpi_get32(body + sizeof(st_digest)) : 0;
+    uint32_t ndrop = h->body_bytes >= head ? st_mpi_get32(body + sizeof(st_digest) + 4) : 0;
+    int rc =
+        h->body_bytes >= head && args_bytes <= h->body_bytes - head && ndrop <= ST_MPI_DROPS_MAX
+            ? st_wire_args_decode(body + head, args_bytes, &t->args, who)
+            : st_fail(STRATA_EINVAL, "%s: a task frame of %u bytes is malformed", who,
+                      h->body_bytes);
+    if (rc == STRATA_OK &&
+        (uint64_t)h->body_bytes != head + args_bytes + 16ull * t->args.ntensors + 8ull * ndrop)
+        rc = st_fail(STRATA_EINVAL,
+                     "%s: a task frame of %u bytes does not hold its %u placements and %u drops",
+                     who, h->body_bytes, t->args.ntensors, ndrop);
+    if (rc != STRATA_OK) {
+        task_fail(t, STRATA_EENDPOINT, "%s", strata_error_message());
         send_done(sv, t, slot); /* its data (if any) cannot be told apart: see docs */
         return;
+    }
+    const uint8_t *places = body + head + args_bytes;
+    const uint8_t *drops = places + 16u * t->args.ntensors;
+    for (uint32_t k = 0; k < ndrop; k++) { /* older than this task's placements */
+        cache_entry *ce = cache_find(sv, st_mpi_get64(drops + 8 * k));
+        if (ce)
+            cache_unlist(sv, ce);
     }
     st_digest d;
     memcpy(&d, body, sizeof d);
@@ -319,9 +569,45 @@ static void take_task(server *sv, const st_mpi_hdr *h, const uint8_t *body) {
                   "before strata_worker_init)",
                   detail);
     }
-    for (uint32_t i = 0; i < t->args.ntensors; i++)
-        place_tensor(sv, t, i, slot);
+    for (uint32_t i = 0; i < t->args.ntensors; i++) {
+        st_mpi_place pl;
+        st_mpi_place_get(places + 16 * i, &pl);
+        place_tensor(sv, t, i, slot, &pl);
+    }
     t->state = S_RECV;
+}
+
+/* S_RECV is over once its receives are done and every kept copy it reads is
+ * filled; 1 if so (t->status says whether the bytes all came). */
+static int received(serve_task *t) {
+    int flag = 0;
+    MPI_Testall(t->nreq, t->req, &flag, t->st);
+    if (!flag)
+        return 0;
+    if (t->ndrain) { /* truncated on purpose: their errors are expected */
+        MPI_Testall(t->ndrain, t->drain, &flag, MPI_STATUSES_IGNORE);
+        if (!flag)
+            return 0;
+    }
+    for (int k = 0; k < t->nreq; k++) {
+        int count = 0;
+        if (t->req_peer[k]) {
+            MPI_Get_count(&t->st[k], MPI_BYTE, &count);
+            if (count != t->req_peer[k])
+                task_fail(t, STRATA_EENDPOINT, "%s",
+                          "a copy from another rank arrived short (that rank no longer held "
+                          "it)");
+        }
+        t->req_peer[k] = 0;
+    }
+    settle_fill(t); /* the copies it made are filled now (or failed with it) */
+    for (int i = 0; i < STRATA_MAX_TENSORS; i++)
+        if (t->ce[i] && t->ce[i]->filling)
+            return 0; /* another task's bytes for this copy are still arriving */
+    for (int i = 0; i < STRATA_MAX_TENSORS; i++)
+        if (t->ce[i] && t->ce[i]->failed)
+            task_fail(t, STRATA_EENDPOINT, "%s", "a kept copy it reads never arrived");
+    return 1;
 }
 
 /* Drive the tasks: received -> run started; run done -> DONE; sent -> free. */
@@ -332,10 +618,7 @@ static int step_tasks(server *sv) {
         int flag = 0;
         switch (t->state) {
         case S_RECV:
-            MPI_Testall(t->nreq, t->req, &flag, MPI_STATUSES_IGNORE);
-            if (flag && t->ndrain) /* truncated on purpose: their errors are expected */
-                MPI_Testall(t->ndrain, t->drain, &flag, MPI_STATUSES_IGNORE);
-            if (!flag)
+            if (!received(t))
                 break;
             did = 1;
             if (t->status == STRATA_OK)
@@ -357,7 +640,7 @@ static int step_tasks(server *sv) {
         case S_SEND:
             MPI_Testall(t->nreq, t->req, &flag, MPI_STATUSES_IGNORE);
             if (flag) {
-                free_task(t);
+                free_task(sv, t);
                 did = 1;
             }
             break;
@@ -422,7 +705,7 @@ _Noreturn void st_mpi_serve(mpi_session *s) {
     st_backoff bo = {0};
     uint64_t silence = 4 * (sv->ep ? sv->ep->heartbeat_ns : ST_MPI_HEARTBEAT_DEFAULT_NS);
     for (;;) {
-        int did = sv->inner ? step_tasks(sv) : 0;
+        int did = sv->inner ? step_tasks(sv) | step_sends(sv) : 0;
         st_mpi_hdr h;
         int got = read_frame(sv, &h);
         if (got) {
@@ -439,12 +722,21 @@ _Noreturn void st_mpi_serve(mpi_session *s) {
                     if (sv->inner)
                         control(sv, &h);
                     break;
+                case ST_MPI_SEND_TO: /* served even while a run goes on */
+                    if (sv->inner)
+                        send_to(sv, &h);
+                    break;
                 case ST_MPI_PING:
                     st_mpi_hdr_init(&r, ST_MPI_PONG, sv->worker_id);
                     r.seq = h.seq;
                     send_frame(sv, &r, NULL);
                     break;
                 case ST_MPI_SHUTDOWN:
+                    while (sv->ncache)
+                        cache_unlist(sv, sv->cache[sv->ncache - 1]);
+                    for (uint32_t i = 0; i < sv->nrbuf; i++)
+                        strata_buffer_destroy(sv->rbuf[i]);
+                    sv->nrbuf = 0;
                     st_mpi_unlock();
                     strata_worker_destroy(sv->inner); /* closes its own children */
                     st_mpi_lock();

@@ -23,6 +23,7 @@
 #include <stdint.h>
 
 #include "core/endpoint.h"
+#include "mpi/mpi_directory.h"
 #include "mpi/mpi_frame.h"
 #include "strata/worker.h"
 #include "util/futex.h"
@@ -31,6 +32,9 @@
     2 /* tasks an MPI child holds at once: one runs, the next one's inputs travel */
 #define ST_MPI_MAX_CHILDREN 256
 #define ST_MPI_HEARTBEAT_DEFAULT_NS 2000000000ull
+/* Bytes of copies (of L4 host views) rank 0 lets one child keep; past it the
+ * oldest copies are dropped first (docs/guide.md "Multi-host"). */
+#define ST_MPI_CACHE_BYTES (512ull << 20)
 
 /* A task slot on rank 0. state moves:
  *   FREE -> QUEUED   dispatch (engine lock held; no MPI call)
@@ -45,8 +49,11 @@ typedef struct mpi_task {
     st_dispatch d; /* d.args, d.callable, d.cfg stay valid until the completion */
     uint32_t seq;
     int nreq;
-    MPI_Request req[STRATA_MAX_TENSORS + 1];
-    void *tmp[STRATA_MAX_TENSORS]; /* packed copies of strided views (freed at the end) */
+    MPI_Request req[3 * STRATA_MAX_TENSORS + 1]; /* frame, IN sends, SEND_TOs, OUT receives */
+    st_mpi_place place[STRATA_MAX_TENSORS];      /* where each tensor's bytes come from */
+    uint8_t sendto[STRATA_MAX_TENSORS][ST_MPI_HDR_BYTES];
+    void *tmp[STRATA_MAX_TENSORS];     /* packed strided views going out (freed at the end) */
+    void *tmp_out[STRATA_MAX_TENSORS]; /* strided results coming in, unpacked at the end */
     int done_status;
     char done_msg[STRATA_ERRMSG_MAX];
     uint8_t frame[ST_MPI_HDR_BYTES + ST_MPI_BODY_MAX];
@@ -68,7 +75,10 @@ typedef struct mpi_ep {
     int bye;                /* BYE arrived (rank 0, at close) */
     uint64_t last_heard_ns; /* progress thread: last frame from the child */
     uint64_t ping_sent_ns;  /* 0: no ping outstanding */
-    uint32_t next_seq;
+    int index;              /* in the session's eps[] (the directory's holder bit) */
+    uint64_t cache_bytes;   /* bytes of copies the directory says it holds */
+    uint64_t *drops;        /* cache ids it is to drop (sent with its next task) */
+    uint32_t ndrops, capdrops;
     mpi_task task[ST_MPI_SLOTS];
     st_completion comp[ST_MPI_SLOTS];
     /* counters (progress thread writes; tests read after close or between runs) */
@@ -109,6 +119,7 @@ struct mpi_session {
     mpi_ctrl ctrl;
     uint64_t ctrl_seq;
     uint64_t startup_deadline;
+    st_directory dir; /* progress thread only */
 };
 
 /* The MPI endpoint behind ep, or NULL. */

@@ -71,3 +71,8 @@ int st_mpi_remote_free(strata_worker *w, int worker_id, strata_buffer *b) {
     (void)w, (void)worker_id, (void)b;
     return st_fail(STRATA_ESTATE, "strata_worker_remote_free: " ST_NO_MPI);
 }
+
+int st_mpi_child_traffic(strata_worker *w, int worker_id, st_mpi_traffic *out) {
+    (void)w, (void)worker_id, (void)out;
+    return st_fail(STRATA_ESTATE, "st_mpi_child_traffic: " ST_NO_MPI);
+}

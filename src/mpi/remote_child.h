@@ -33,4 +33,13 @@ int st_mpi_remote_copy_from(strata_worker *w, int worker_id, const strata_buffer
                             uint64_t offset, void *dst, size_t n);
 int st_mpi_remote_free(strata_worker *w, int worker_id, strata_buffer *b);
 
+/* Test seam: what MPI child worker_id's rank itself counted (a control
+ * call, so between runs): the bytes of task tensors it received from rank 0
+ * and from other child ranks, sent to rank 0 and to other ranks, the tensors
+ * it read from its own valid copy, the bytes of copies it keeps now. */
+typedef struct st_mpi_traffic {
+    uint64_t from_root, to_root, from_peers, to_peers, cache_hits, cached_bytes;
+} st_mpi_traffic;
+int st_mpi_child_traffic(strata_worker *w, int worker_id, st_mpi_traffic *out);
+
 #endif

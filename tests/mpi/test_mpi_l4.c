@@ -16,6 +16,7 @@
 #include <stdint.h>
 #include <unistd.h>
 
+#include "mpi/remote_child.h"
 #include "mpi_test.h"
 #include "strata/chip.h"
 #include "strata/sim.h"
@@ -330,14 +331,81 @@ static void add_task(tgraph *g, int child, int n, const tview *v) {
         t->v[k] = v[k];
 }
 
-/* The bytes each child received and sent, as the L4 counted them. */
-static void counters(l4 *f, uint64_t in[2], uint64_t out[2]) {
-    for (int k = 0; k < 2; k++) {
-        strata_worker_statistics st;
-        MT_OK(strata_worker_stats(f->w, &st));
-        in[k] = st.next[f->child[k]].tasks_run;
-        out[k] = 0;
-    }
+/* What the ranks of both children counted themselves. */
+static void traffic(l4 *f, st_mpi_traffic tr[2]) {
+    for (int k = 0; k < 2; k++)
+        MT_OK(st_mpi_child_traffic(f->w, f->child[k], &tr[k]));
+}
+
+#define DELTA(field, k) (after[k].field - before[k].field)
+
+/* A view child 0 wrote goes from rank 1 to rank 2 directly (rank 0 sends
+ * none of it); rank 2 keeps its copy for a later run (read again: nothing
+ * moves); a write on the host between runs, which no task made, is seen (the
+ * bytes come again); a later write on child 0 invalidates rank 2's copy, and
+ * the next read takes the new bytes from rank 1 again. */
+static void rank_to_rank(l4 *f) {
+    if (f->local)
+        return; /* local children share the host's memory: nothing moves */
+    tgraph g;
+    tgraph_open(&g, f);
+    int32_t model[NBUF][TILES * T];
+    const uint64_t tile = T * sizeof(int32_t);
+    tview w0[2] = {{2, 0, 1, STRATA_IN}, {0, 0, 1, STRATA_OUT}}; /* child 0: buf0[0] <- buf2[0] */
+    tview r1[2] = {{0, 0, 1, STRATA_IN}, {1, 0, 1, STRATA_OUT}}; /* child 1: buf1[0] <- buf0[0] */
+    st_mpi_traffic before[2], after[2];
+    tgraph_fill(&g, model, 77);
+    add_task(&g, 0, 2, w0);
+    add_task(&g, 1, 2, r1);
+    traffic(f, before);
+    MT_OK(strata_worker_run(f->w, tgraph_orch, &g));
+    traffic(f, after);
+    oracle(&g, model);
+    tgraph_check(&g, model, "rank to rank");
+    MT_CHECK(DELTA(to_peers, 0) == tile, "rank 1 sent the tile to rank 2 (%llu bytes)",
+             (unsigned long long)DELTA(to_peers, 0));
+    MT_CHECK(DELTA(from_peers, 1) == tile, "rank 2 got it from rank 1 (%llu bytes)",
+             (unsigned long long)DELTA(from_peers, 1));
+    MT_CHECK(DELTA(from_root, 1) == 0, "rank 0 sent rank 2 nothing (%llu bytes)",
+             (unsigned long long)DELTA(from_root, 1));
+    MT_CHECK(DELTA(from_root, 0) == tile && DELTA(to_root, 0) == tile && DELTA(to_root, 1) == tile,
+             "the host got both results, child 0 its input from rank 0");
+    /* the same read in a later run: rank 2's copy is still valid */
+    g.ntasks = 0;
+    add_task(&g, 1, 2, r1);
+    before[1] = after[1];
+    MT_OK(strata_worker_run(f->w, tgraph_orch, &g));
+    traffic(f, after);
+    oracle(&g, model);
+    tgraph_check(&g, model, "a kept copy");
+    MT_CHECK(DELTA(cache_hits, 1) == 1 && DELTA(from_root, 1) == 0 && DELTA(from_peers, 1) == 0,
+             "rank 2 read its own copy (hits %llu, from rank 0 %llu, from peers %llu)",
+             (unsigned long long)DELTA(cache_hits, 1), (unsigned long long)DELTA(from_root, 1),
+             (unsigned long long)DELTA(from_peers, 1));
+    /* the program writes the host's bytes between runs: the copy is stale */
+    ((int32_t *)strata_buffer_data(g.buf[0]))[5] = model[0][5] = 4242;
+    before[1] = after[1];
+    MT_OK(strata_worker_run(f->w, tgraph_orch, &g));
+    traffic(f, after);
+    oracle(&g, model);
+    tgraph_check(&g, model, "a copy made stale on the host");
+    MT_CHECK(DELTA(from_root, 1) == tile && DELTA(cache_hits, 1) == 0,
+             "rank 2 took the new bytes from rank 0 (%llu)",
+             (unsigned long long)DELTA(from_root, 1));
+    /* child 0 writes the view again: rank 2's copy goes, the next read comes from rank 1 */
+    g.ntasks = 0;
+    add_task(&g, 0, 2, w0);
+    add_task(&g, 1, 2, r1);
+    traffic(f, before);
+    MT_OK(strata_worker_run(f->w, tgraph_orch, &g));
+    traffic(f, after);
+    oracle(&g, model);
+    tgraph_check(&g, model, "a copy invalidated by a later write");
+    MT_CHECK(DELTA(from_peers, 1) == tile && DELTA(to_peers, 0) == tile &&
+                 DELTA(cache_hits, 1) == 0,
+             "the new bytes went from rank 1 to rank 2 (%llu)",
+             (unsigned long long)DELTA(from_peers, 1));
+    tgraph_close(&g);
 }
 
 /* RAW, WAW, WAR across the two ranks: each chain's bytes and order checked. */
@@ -551,9 +619,10 @@ static void close_in_flight(l4 *f) {
 }
 
 int main(int argc, char **argv) {
-    mt_skip_without_mpi();
     const char *e = getenv("STRATA_TEST_LOCAL");
-    int local = e && e[0] == '1';
+    int local = e && e[0] == '1'; /* local children need no MPI */
+    if (!local)
+        mt_skip_without_mpi();
     if (!local) {
         MT_OK(strata_mpi_init(&argc, &argv));
         MT_CHECK(strata_mpi_size() == 3, "run under mpirun -np 3 (size %d)", strata_mpi_size());
@@ -562,10 +631,10 @@ int main(int argc, char **argv) {
     open_l4(&f, local);
     chips_and_errors(&f);
     cross_rank_dependencies(&f);
+    rank_to_rank(&f);
     remote_memory(&f);
     overlapping_runs(&f);
     random_graphs(&f);
-    (void)counters;
     close_in_flight(&f);
     strata_worker_destroy(f.w);
     if (!local)
