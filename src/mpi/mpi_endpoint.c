@@ -708,14 +708,14 @@ static void ctrl_reply(done_list *dl, mpi_ep *ep, const st_mpi_hdr *h, const uin
     c->status = h->status;
     c->result = h->arg0;
     if (c->status == STRATA_OK && c->op == ST_MPI_CTRL_TRAFFIC) {
-        if (h->body_bytes != 6 * 8) {
+        if (h->body_bytes != 7 * 8) {
             c->status = STRATA_EENDPOINT;
             st_msg_format(c->msg, sizeof c->msg, "a traffic reply of %u bytes", h->body_bytes);
             c->op = -c->op;
             return;
         }
         uint64_t *f = c->dst;
-        for (int k = 0; k < 6; k++)
+        for (int k = 0; k < 7; k++)
             f[k] = st_mpi_get64(body + 8 * k);
         c->op = -c->op;
         return;
@@ -922,6 +922,29 @@ static void say_shutdown(mpi_session *s, uint8_t *buf) {
     }
 }
 
+/* When nothing is outstanding (no task at a child, no control call, no ping
+ * unanswered), no frame can arrive before the next ping is due: that time;
+ * else 0. A dispatch or a control call rings the bell and ends the park. */
+static uint64_t quiet_until(mpi_session *s) {
+    if (atomic_load(&s->ctrl.state.value) != 0 || atomic_load(&s->shutdown))
+        return 0;
+    uint64_t until = UINT64_MAX;
+    for (int i = 0; i < s->n; i++) {
+        mpi_ep *ep = s->eps[i];
+        if (atomic_load(&ep->dead))
+            continue;
+        if (ep->ping_sent_ns)
+            return 0;
+        for (int k = 0; k < ST_MPI_SLOTS; k++)
+            if (atomic_load(&ep->task[k].state) != T_FREE)
+                return 0;
+        uint64_t due = ep->last_heard_ns + ep->heartbeat_ns / 4 + 1;
+        if (due < until)
+            until = due;
+    }
+    return until == UINT64_MAX ? 0 : until;
+}
+
 static void *progress_main(void *arg) {
     mpi_session *s = arg;
     uint8_t *buf = st_malloc(ST_MPI_HDR_BYTES + ST_MPI_BODY_MAX);
@@ -978,11 +1001,16 @@ static void *progress_main(void *arg) {
             st_backoff_idle(&bo);
             continue;
         }
-        /* park on the bell for the back-off's next step (1 us doubling to 1 ms) */
+        /* park on the bell for the back-off's next step (1 us doubling to 1 ms); with
+         * nothing outstanding no frame can come: park until the next heartbeat is due */
         bo.sleep_ns = bo.sleep_ns ? bo.sleep_ns * 2 : 1000;
         if (bo.sleep_ns > 1000000)
             bo.sleep_ns = 1000000;
-        st_event_wait((st_event *)&s->bell, bell, 0, st_deadline_after(bo.sleep_ns));
+        uint64_t deadline = st_deadline_after(bo.sleep_ns);
+        uint64_t quiet = quiet_until(s);
+        if (quiet > deadline)
+            deadline = quiet;
+        st_event_wait((st_event *)&s->bell, bell, 0, deadline);
     }
     st_free(buf);
     st_free(dl);
@@ -1180,8 +1208,8 @@ int st_mpi_child_traffic(strata_worker *w, int worker_id, st_mpi_traffic *out) {
     if (!ep || !out)
         return st_fail(STRATA_EINVAL, "st_mpi_child_traffic: worker %d is not an MPI child",
                        worker_id);
-    uint64_t f[6];
-    _Static_assert(sizeof(st_mpi_traffic) == sizeof f, "six counters");
+    uint64_t f[7];
+    _Static_assert(sizeof(st_mpi_traffic) == sizeof f, "seven counters");
     STRATA_TRY(ctrl_call(ep, ST_MPI_CTRL_TRAFFIC, 0, 0, NULL, f, NULL, "st_mpi_child_traffic"));
     memcpy(out, f, sizeof f);
     return STRATA_OK;

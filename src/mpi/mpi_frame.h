@@ -66,7 +66,7 @@ typedef enum st_mpi_ctrl {
     ST_MPI_CTRL_FREE,       /* arg0: the address */
     ST_MPI_CTRL_COPY_TO,    /* arg0: destination address, arg1: bytes (a data message follows) */
     ST_MPI_CTRL_COPY_FROM,  /* arg0: source address, arg1: bytes (data follows the reply) */
-    ST_MPI_CTRL_TRAFFIC,    /* reply body: st_mpi_traffic as 6 u64 (the child's own counts) */
+    ST_MPI_CTRL_TRAFFIC,    /* reply body: st_mpi_traffic as 7 u64 (the child's own counts) */
     ST_MPI_CTRL_END
 } st_mpi_ctrl;
 

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "exec/worker_child.h"
 #include "ipc/wire_args.h"
@@ -305,14 +306,23 @@ static void control(server *sv, const st_mpi_hdr *h) {
                          (unsigned long long)h->arg1, (unsigned long long)h->arg0, sv->s->my_rank);
         break;
     case ST_MPI_CTRL_TRAFFIC: {
-        uint8_t body[6 * 8];
+        uint8_t body[7 * 8];
         uint64_t cached = 0;
         for (uint32_t i = 0; i < sv->ncache; i++)
             cached += strata_buffer_size(sv->cache[i]->b);
-        const uint64_t f[6] = {sv->traffic.from_root,  sv->traffic.to_root,
-                               sv->traffic.from_peers, sv->traffic.to_peers,
-                               sv->traffic.cache_hits, cached};
-        for (int k = 0; k < 6; k++)
+        struct rusage ru;
+        getrusage(RUSAGE_SELF, &ru);
+        uint64_t cpu =
+            ((uint64_t)ru.ru_utime.tv_sec + (uint64_t)ru.ru_stime.tv_sec) * 1000000000ull +
+            ((uint64_t)ru.ru_utime.tv_usec + (uint64_t)ru.ru_stime.tv_usec) * 1000ull;
+        const uint64_t f[7] = {sv->traffic.from_root,
+                               sv->traffic.to_root,
+                               sv->traffic.from_peers,
+                               sv->traffic.to_peers,
+                               sv->traffic.cache_hits,
+                               cached,
+                               cpu};
+        for (int k = 0; k < 7; k++)
             st_mpi_put64(body + 8 * k, f[k]);
         send_body(sv, &r, body, sizeof body);
         return;

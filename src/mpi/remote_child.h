@@ -36,9 +36,10 @@ int st_mpi_remote_free(strata_worker *w, int worker_id, strata_buffer *b);
 /* Test seam: what MPI child worker_id's rank itself counted (a control
  * call, so between runs): the bytes of task tensors it received from rank 0
  * and from other child ranks, sent to rank 0 and to other ranks, the tensors
- * it read from its own valid copy, the bytes of copies it keeps now. */
+ * it read from its own valid copy, the bytes of copies it keeps now, and the
+ * CPU time its process used so far (user + system, ns: the idle check). */
 typedef struct st_mpi_traffic {
-    uint64_t from_root, to_root, from_peers, to_peers, cache_hits, cached_bytes;
+    uint64_t from_root, to_root, from_peers, to_peers, cache_hits, cached_bytes, cpu_ns;
 } st_mpi_traffic;
 int st_mpi_child_traffic(strata_worker *w, int worker_id, st_mpi_traffic *out);
 

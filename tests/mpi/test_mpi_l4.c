@@ -14,6 +14,7 @@
  * on one rank (the switch the guide describes), counters aside.
  */
 #include <stdint.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "mpi/remote_child.h"
@@ -597,6 +598,31 @@ static void remote_memory(l4 *f) {
     MT_CHECK(strata_worker_remote_free(f->w, rb) == STRATA_EINVAL, "a second free is refused");
 }
 
+/* ---- Idle ranks ---------------------------------------------------------------------------- */
+
+static uint64_t self_cpu_ns(void) {
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ((uint64_t)ru.ru_utime.tv_sec + (uint64_t)ru.ru_stime.tv_sec) * 1000000000ull +
+           ((uint64_t)ru.ru_utime.tv_usec + (uint64_t)ru.ru_stime.tv_usec) * 1000ull;
+}
+
+/* Reported, not asserted (no timing assertions): the CPU each rank used
+ * over two idle seconds, heartbeat included. */
+static void report_idle_cpu(l4 *f) {
+    if (f->local)
+        return;
+    st_mpi_traffic a[2], b[2];
+    traffic(f, a);
+    uint64_t c0 = self_cpu_ns();
+    sleep(2);
+    uint64_t c1 = self_cpu_ns();
+    traffic(f, b);
+    printf("idle CPU over 2 s: rank 0 %.2f %%, rank 1 %.2f %%, rank 2 %.2f %% of a core\n",
+           (double)(c1 - c0) / 2e7, (double)(b[0].cpu_ns - a[0].cpu_ns) / 2e7,
+           (double)(b[1].cpu_ns - a[1].cpu_ns) / 2e7);
+}
+
 /* ---- Close with runs in flight -------------------------------------------------------------- */
 
 static void close_in_flight(l4 *f) {
@@ -635,6 +661,7 @@ int main(int argc, char **argv) {
     remote_memory(&f);
     overlapping_runs(&f);
     random_graphs(&f);
+    report_idle_cpu(&f);
     close_in_flight(&f);
     strata_worker_destroy(f.w);
     if (!local)
