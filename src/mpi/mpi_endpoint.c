@@ -18,6 +18,7 @@
 #include "ipc/wire_args.h"
 #include "mpi/mpi_env.h"
 #include "mpi/mpi_session.h"
+#include "mpi/mpi_symbol.h"
 #include "mpi/mpi_xfer.h"
 #include "mpi/remote_child.h"
 #include "strata/mpi.h"
@@ -677,10 +678,11 @@ static int ctrl_send(done_list *dl, mpi_session *s) {
     h.slot = (uint32_t)c->op;
     h.arg0 = c->arg0;
     h.arg1 = c->arg1;
+    h.body_bytes = c->body_len;
     st_mpi_hdr_put(c->frame, &h);
     MPI_Request r;
-    int rc = MPI_Isend(c->frame, ST_MPI_HDR_BYTES, MPI_BYTE, ep->rank, ST_MPI_TAG_FRAME,
-                       st_mpi_comm(), &r);
+    int rc = MPI_Isend(c->frame, (int)(ST_MPI_HDR_BYTES + c->body_len), MPI_BYTE, ep->rank,
+                       ST_MPI_TAG_FRAME, st_mpi_comm(), &r);
     if (rc == MPI_SUCCESS)
         MPI_Request_free(&r); /* the reply says it arrived; c->frame lives until then */
     c->has_req = 0;
@@ -758,8 +760,9 @@ static int ctrl_test(done_list *dl, mpi_session *s) {
 }
 
 /* Run one control call on child ep through the progress thread. */
-static int ctrl_call(mpi_ep *ep, int op, uint64_t arg0, uint64_t arg1, const void *src, void *dst,
-                     uint64_t *result, const char *what) {
+static int ctrl_call_body(mpi_ep *ep, int op, uint64_t arg0, uint64_t arg1, const void *src,
+                          void *dst, uint64_t *result, const uint8_t *body, uint32_t body_len,
+                          const char *what) {
     mpi_session *s = ep->s;
     if (!s->started || atomic_load(&s->shutdown))
         return st_fail(STRATA_ESTATE,
@@ -779,6 +782,9 @@ static int ctrl_call(mpi_ep *ep, int op, uint64_t arg0, uint64_t arg1, const voi
     c->status = STRATA_OK;
     c->msg[0] = '\0';
     c->seq = ++s->ctrl_seq;
+    c->body_len = body_len;
+    if (body_len)
+        memcpy(c->frame + ST_MPI_HDR_BYTES, body, body_len);
     st_event_set(&c->state, 1);
     ring(s);
     while (atomic_load(&c->state.value) != 3)
@@ -793,6 +799,11 @@ static int ctrl_call(mpi_ep *ep, int op, uint64_t arg0, uint64_t arg1, const voi
     if (rc != STRATA_OK)
         return st_fail(rc, "%s: %s: %s", what, ep->base.label, msg);
     return STRATA_OK;
+}
+
+static int ctrl_call(mpi_ep *ep, int op, uint64_t arg0, uint64_t arg1, const void *src, void *dst,
+                     uint64_t *result, const char *what) {
+    return ctrl_call_body(ep, op, arg0, arg1, src, dst, result, NULL, 0, what);
 }
 
 /* ---- The progress thread ------------------------------------------------------------------- */
@@ -1135,6 +1146,38 @@ static void mpi_unstart(st_endpoint *base) {
     st_free(buf);
 }
 
+/* An orchestration callable registered on the L4 after init: the child's
+ * rank registers it on its own copy of the L4, its function found by object
+ * and offset (mpi/mpi_symbol.h); `user` goes as its value (it must mean the
+ * same on every rank: NULL, or a number). Other kinds never run on a child. */
+static int mpi_registered(st_endpoint *base, const st_callable_info *ci) {
+    mpi_ep *ep = (mpi_ep *)base;
+    strata_orch_fn fn = st_callable_orch(ci);
+    if (!fn)
+        return STRATA_OK;
+    st_symbol_ref ref;
+    void *fp;
+    _Static_assert(sizeof fp == sizeof fn, "a function fits a pointer");
+    memcpy(&fp, &fn, sizeof fp);
+    int rc = st_symbol_name(fp, &ref);
+    if (rc != STRATA_OK)
+        return st_fail_prefix(rc, base->label);
+    uint8_t body[ST_MPI_CTRL_BODY_MAX];
+    size_t lo = strlen(ref.object), ls = strlen(ref.symbol), ln = strlen(ci->name);
+    if (24 + lo + ls + ln > sizeof body)
+        return st_fail(STRATA_EINVAL, "%s: the path of %s is too long to send", base->label,
+                       ref.object);
+    st_mpi_put64(body, ref.offset);
+    st_mpi_put64(body + 8, (uint64_t)(uintptr_t)ci->user);
+    st_mpi_put32(body + 16, (uint32_t)lo | (uint32_t)ls << 16);
+    st_mpi_put32(body + 20, (uint32_t)ln);
+    memcpy(body + 24, ref.object, lo);
+    memcpy(body + 24 + lo, ref.symbol, ls);
+    memcpy(body + 24 + lo + ls, ci->name, ln);
+    return ctrl_call_body(ep, ST_MPI_CTRL_REGISTER, 0, 0, NULL, NULL, NULL, body,
+                          (uint32_t)(24 + lo + ls + ln), "register");
+}
+
 static const st_endpoint_ops mpi_ep_ops = {
     .dispatch = mpi_dispatch,
     .progress = NULL,
@@ -1142,7 +1185,7 @@ static const st_endpoint_ops mpi_ep_ops = {
     .stop = mpi_stop,
     .destroy = mpi_destroy,
     .lend = NULL,
-    .registered = NULL,
+    .registered = mpi_registered,
     .start_forks = mpi_start_forks,
     .start_threads = mpi_start_threads,
     .unstart = mpi_unstart,

@@ -36,6 +36,7 @@
 #define ST_MPI_MAGIC 0x504d5453u /* "STMP" */
 #define ST_MPI_VERSION 1u
 #define ST_MPI_HDR_BYTES 48u
+#define ST_MPI_CTRL_BODY_MAX 768u /* a REGISTER control's body, the largest */
 #define ST_MPI_DROPS_MAX 128u /* cache ids dropped per TASK frame (the rest wait for the next) */
 #define ST_MPI_BODY_MAX (16u + 8u + 16384u + 64u * 16u + ST_MPI_DROPS_MAX * 8u)
 
@@ -67,6 +68,9 @@ typedef enum st_mpi_ctrl {
     ST_MPI_CTRL_COPY_TO,    /* arg0: destination address, arg1: bytes (a data message follows) */
     ST_MPI_CTRL_COPY_FROM,  /* arg0: source address, arg1: bytes (data follows the reply) */
     ST_MPI_CTRL_TRAFFIC,    /* reply body: st_mpi_traffic as 7 u64 (the child's own counts) */
+    ST_MPI_CTRL_REGISTER,   /* body: an orchestration callable registered after init: u64
+                               offset, u64 user, u16 object, symbol and name lengths, u16 0,
+                               then the three strings (mpi/mpi_symbol.h) */
     ST_MPI_CTRL_END
 } st_mpi_ctrl;
 

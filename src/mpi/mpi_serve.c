@@ -21,6 +21,7 @@
 #include "ipc/wire_args.h"
 #include "mpi/mpi_env.h"
 #include "mpi/mpi_session.h"
+#include "mpi/mpi_symbol.h"
 #include "mpi/mpi_xfer.h"
 #include "mpi/remote_child.h"
 #include "strata/mpi.h"
@@ -252,7 +253,34 @@ static strata_buffer *find_rbuf(server *sv, uint64_t addr, uint64_t n, int exact
     return NULL;
 }
 
-static void control(server *sv, const st_mpi_hdr *h) {
+/* REGISTER: the callable's function found here by object and offset. */
+static int register_orch(server *sv, const st_mpi_hdr *h, const uint8_t *body) {
+    if (h->body_bytes < 24)
+        return st_fail(STRATA_EINVAL, "a REGISTER body of %u bytes", h->body_bytes);
+    uint32_t lens = st_mpi_get32(body + 16), ln = st_mpi_get32(body + 20);
+    uint32_t lo = lens & 0xffff, ls = lens >> 16;
+    st_symbol_ref ref;
+    memset(&ref, 0, sizeof ref);
+    char name[64];
+    if ((uint64_t)24 + lo + ls + ln != h->body_bytes || lo >= sizeof ref.object ||
+        ls >= sizeof ref.symbol || ln == 0 || ln >= sizeof name)
+        return st_fail(STRATA_EINVAL, "a REGISTER body of %u bytes does not hold its strings",
+                       h->body_bytes);
+    ref.offset = st_mpi_get64(body);
+    uint64_t user = st_mpi_get64(body + 8);
+    memcpy(ref.object, body + 24, lo);
+    memcpy(ref.symbol, body + 24 + lo, ls);
+    memcpy(name, body + 24 + lo + ls, ln);
+    name[ln] = '\0';
+    void *p = NULL;
+    STRATA_TRY(st_symbol_resolve(&ref, &p));
+    strata_orch_fn fn;
+    memcpy(&fn, &p, sizeof fn);
+    strata_callable id;
+    return strata_worker_register_orch(sv->s->l4, name, fn, (void *)(uintptr_t)user, &id);
+}
+
+static void control(server *sv, const st_mpi_hdr *h, const uint8_t *body) {
     st_mpi_hdr r;
     st_mpi_hdr_init(&r, ST_MPI_REPLY, sv->worker_id);
     r.seq = h->seq;
@@ -304,6 +332,9 @@ static void control(server *sv, const st_mpi_hdr *h) {
         if (!b)
             rc = st_fail(STRATA_EINVAL, "%llu bytes at 0x%llx are no remote buffer on rank %d",
                          (unsigned long long)h->arg1, (unsigned long long)h->arg0, sv->s->my_rank);
+        break;
+    case ST_MPI_CTRL_REGISTER:
+        rc = register_orch(sv, h, body);
         break;
     case ST_MPI_CTRL_TRAFFIC: {
         uint8_t body[7 * 8];
@@ -730,7 +761,7 @@ _Noreturn void st_mpi_serve(mpi_session *s) {
                     break;
                 case ST_MPI_CTRL:
                     if (sv->inner)
-                        control(sv, &h);
+                        control(sv, &h, body);
                     break;
                 case ST_MPI_SEND_TO: /* served even while a run goes on */
                     if (sv->inner)

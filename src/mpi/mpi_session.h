@@ -100,7 +100,8 @@ typedef struct mpi_ctrl {
     MPI_Request req;
     int has_req;
     uint64_t seq;
-    uint8_t frame[ST_MPI_HDR_BYTES];
+    uint32_t body_len; /* the control's body (REGISTER), in frame after the header */
+    uint8_t frame[ST_MPI_HDR_BYTES + ST_MPI_CTRL_BODY_MAX];
 } mpi_ctrl;
 
 struct mpi_session {

@@ -132,6 +132,16 @@ static int l3_tile(strata_orch *o, void *arg) {
         o, ta->nscalars > 1 && strata_args_u64(ta, 1) ? g_l3.slow : g_l3.tile, &a);
 }
 
+/* The same, registered on the L4 only after init (it reaches the ranks by
+ * its object and offset); user is a number, the same on every rank. */
+static int l3_tile_late(strata_orch *o, void *arg) {
+    if ((uintptr_t)arg != 4711) {
+        strata_task_set_error("late: user is %p", arg);
+        return STRATA_ETASK;
+    }
+    return l3_tile(o, NULL);
+}
+
 /* ---- Rank 0: the L4 ----------------------------------------------------------------------- */
 
 typedef struct l4 {
@@ -543,6 +553,25 @@ static void overlapping_runs(l4 *f) {
         tgraph_close(&g[r]);
 }
 
+/* An orchestration callable registered after init runs on both children. */
+static void registered_after_init(l4 *f) {
+    strata_callable late;
+    MT_OK(strata_worker_register_orch(f->w, "l3_tile_late", l3_tile_late, (void *)(uintptr_t)4711,
+                                      &late));
+    tgraph g;
+    tgraph_open(&g, f);
+    int32_t model[NBUF][TILES * T];
+    random_graph(&g, 31);
+    tgraph_fill(&g, model, 31);
+    strata_callable keep = f->tile;
+    f->tile = late;
+    MT_OK(strata_worker_run(f->w, tgraph_orch, &g));
+    f->tile = keep;
+    oracle(&g, model);
+    tgraph_check(&g, model, "a callable registered after init");
+    tgraph_close(&g);
+}
+
 /* ---- Remote memory ------------------------------------------------------------------------ */
 
 typedef struct rm_arg {
@@ -660,6 +689,7 @@ int main(int argc, char **argv) {
     rank_to_rank(&f);
     remote_memory(&f);
     overlapping_runs(&f);
+    registered_after_init(&f);
     random_graphs(&f);
     report_idle_cpu(&f);
     close_in_flight(&f);
