@@ -969,6 +969,7 @@ static void *progress_main(void *arg) {
     uint64_t now = st_now_ns();
     for (int i = 0; i < s->n; i++)
         s->eps[i]->last_heard_ns = now;
+    st_mpi_precise_sleeps();
     st_backoff bo = {0};
     for (;;) {
         uint32_t bell = atomic_load(&s->bell);
@@ -1008,16 +1009,12 @@ static void *progress_main(void *arg) {
             st_backoff_reset(&bo);
             continue;
         }
-        if (bo.idle_passes < 64) {
-            st_backoff_idle(&bo);
+        uint64_t ns = st_backoff_step(&bo);
+        if (!ns)
             continue;
-        }
-        /* park on the bell for the back-off's next step (1 us doubling to 1 ms); with
-         * nothing outstanding no frame can come: park until the next heartbeat is due */
-        bo.sleep_ns = bo.sleep_ns ? bo.sleep_ns * 2 : 1000;
-        if (bo.sleep_ns > 1000000)
-            bo.sleep_ns = 1000000;
-        uint64_t deadline = st_deadline_after(bo.sleep_ns);
+        /* park on the bell for the back-off's sleep; with nothing outstanding no
+         * frame can come: park until the next heartbeat is due */
+        uint64_t deadline = st_deadline_after(ns);
         uint64_t quiet = quiet_until(s);
         if (quiet > deadline)
             deadline = quiet;

@@ -9,12 +9,15 @@
  * that initialised MPI).
  */
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
+#include <sys/prctl.h>
 #include <stdlib.h>
 #include <time.h>
 
 #include "mpi/mpi_env.h"
 #include "strata/mpi.h"
+#include "util/clock.h"
 #include "util/error.h"
 #include "util/futex.h"
 
@@ -160,15 +163,31 @@ void st_mpi_finalize_any(void) {
     st_mpi_unlock();
 }
 
-void st_backoff_idle(st_backoff *b) {
-    if (b->idle_passes < 64) { /* a reply often follows within microseconds */
-        b->idle_passes++;
-        st_cpu_relax();
-        return;
+uint64_t st_backoff_step(st_backoff *b) {
+    uint64_t now = st_now_ns();
+    if (!b->since)
+        b->since = now;
+    if (now - b->since < ST_BACKOFF_POLL_NS) {
+        if (b->idle_passes++ < 16)
+            st_cpu_relax();
+        else
+            sched_yield();
+        return 0;
     }
     b->sleep_ns = b->sleep_ns ? b->sleep_ns * 2 : 1000;
     if (b->sleep_ns > 1000000)
         b->sleep_ns = 1000000;
-    struct timespec ts = {0, (long)b->sleep_ns};
+    return b->sleep_ns;
+}
+
+void st_backoff_idle(st_backoff *b) {
+    uint64_t ns = st_backoff_step(b);
+    if (!ns)
+        return;
+    struct timespec ts = {0, (long)ns};
     nanosleep(&ts, NULL);
+}
+
+void st_mpi_precise_sleeps(void) {
+    (void)prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
 }

@@ -33,17 +33,31 @@ void st_mpi_unlock(void);
 /* "<MPI's error string> (code N)" for an MPI return code, into buf. */
 const char *st_mpi_strerror(int code, char *buf, int cap);
 
-/* The back-off of a polling loop: call st_backoff_idle after a pass that did
- * nothing (spins a little, then sleeps 1 us doubling up to 1 ms), and
- * st_backoff_reset after one that did something. */
+/* The back-off of a polling loop, after a pass that did nothing: for the
+ * first ST_BACKOFF_POLL_NS since the last pass that did something, poll again
+ * at once (a few pauses, then yielding the CPU: an answer usually follows
+ * within microseconds, and on a machine with fewer cores than ranks the
+ * yield lets the peer run); then sleep 1 us doubling up to 1 ms.
+ * st_backoff_step does the spin or yield itself and returns 0, or returns
+ * the nanoseconds to sleep (a caller that can be woken sleeps its own way);
+ * st_backoff_idle sleeps them. st_backoff_reset after a pass that did
+ * something. */
+#define ST_BACKOFF_POLL_NS 20000u
 typedef struct st_backoff {
+    uint64_t since; /* first idle pass since the reset (0: none yet) */
     uint32_t idle_passes;
     uint32_t sleep_ns;
 } st_backoff;
+uint64_t st_backoff_step(st_backoff *b);
 void st_backoff_idle(st_backoff *b);
 static inline void st_backoff_reset(st_backoff *b) {
+    b->since = 0;
     b->idle_passes = 0;
     b->sleep_ns = 0;
 }
+
+/* The calling thread's timer slack at its least: a polling thread's short
+ * sleeps would otherwise last the default 50 us at least. */
+void st_mpi_precise_sleeps(void);
 
 #endif

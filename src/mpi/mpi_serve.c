@@ -733,6 +733,7 @@ _Noreturn void st_mpi_serve(mpi_session *s) {
     sv->in = in;
     sv->ep = my_child(s);
     int failed = 0;
+    st_mpi_precise_sleeps();
     st_mpi_lock(); /* this thread is the rank's only MPI caller from now on */
     if (sv->ep) {
         sv->worker_id = sv->ep->base.worker_id;
