@@ -31,11 +31,18 @@ typedef struct st_dir_entry {
     uint64_t bytes;  /* the view's element bytes (a copy's size) */
     st_digest digest;
     uint64_t holders[ST_DIR_MAX_HOLDERS / 64];
+    uint32_t at;                    /* its index in v[] */
+    struct st_dir_entry *next_hash; /* the next entry of its hash bucket */
 } st_dir_entry;
 
+/* Entries in a flat array (iteration, the oldest-first eviction) and in a
+ * hash table by buffer id (the lookups of every task: a view's entry, the
+ * entries a write overlaps, each scanning one buffer's entries only). */
 typedef struct st_directory {
     st_dir_entry **v;
     uint32_t n, cap;
+    st_dir_entry **bucket;
+    uint32_t nbuckets; /* a power of two, or 0 before the first add */
     uint64_t next_id;
 } st_directory;
 
@@ -55,6 +62,12 @@ void st_dir_remove(st_directory *d, st_dir_entry *e);
 static inline st_dir_entry *st_dir_at(st_directory *d, uint32_t i) {
     return i < d->n ? d->v[i] : (st_dir_entry *)0;
 }
+
+/* The first entry of t's buffer at or after `from` in its bucket (NULL: no
+ * more); iterate with st_dir_next_of(e, t). Removing the current one is safe
+ * when its successor was taken first. */
+st_dir_entry *st_dir_first_of(st_directory *d, const strata_tensor *t);
+st_dir_entry *st_dir_next_of(st_dir_entry *e, const strata_tensor *t);
 
 /* 1 if e's bytes overlap view t's bytes (same buffer). */
 int st_dir_overlaps(const st_dir_entry *e, const strata_tensor *t);

@@ -470,14 +470,12 @@ static void settle_copies(mpi_ep *ep, mpi_task *t, int ok) {
         }
         if (!(dirs & ST_XFER_OUT))
             continue;
-        st_dir_entry *o;
-        for (uint32_t k = 0; (o = st_dir_at(&s->dir, k)) != NULL;) {
+        for (st_dir_entry *o = st_dir_first_of(&s->dir, x), *next; o; o = next) {
+            next = st_dir_next_of(o, x); /* taken before o may go */
             if (o != e && st_dir_overlaps(o, x)) {
                 drop_holders(s, o, -1);
-                st_dir_remove(&s->dir, o); /* swaps the last one in: look at k again */
-                continue;
+                st_dir_remove(&s->dir, o);
             }
-            k++;
         }
         if (!e || e->id != pl->id) { /* its record went (no memory): the child's copy too */
             if (kept)

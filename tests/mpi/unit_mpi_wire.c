@@ -156,6 +156,23 @@ static void directory(void) {
     MT_CHECK(st_dir_empty(ea), "no holder left");
     st_dir_remove(&d, ea);
     MT_CHECK(!st_dir_find(&d, &a) && st_dir_find(&d, &b) == eb, "removed");
+    /* many buffers and views (the table grows): each found, removal keeps the rest */
+    enum { MANY = 600 };
+    static strata_tensor v[MANY];
+    for (int i = 0; i < MANY; i++) {
+        v[i] = view2d(buf, sizeof buf, (uint64_t)(i % 4) * 8, 1, 2, 2, 1);
+        v[i].ident.id = 100 + (uint64_t)(i / 4);
+        MT_CHECK(st_dir_add(&d, &v[i]) != NULL, "add %d", i);
+    }
+    for (int i = 0; i < MANY; i += 2)
+        st_dir_remove(&d, st_dir_find(&d, &v[i]));
+    for (int i = 0; i < MANY; i++)
+        MT_CHECK((st_dir_find(&d, &v[i]) != NULL) == (i % 2 == 1), "view %d after removals", i);
+    int of_one = 0;
+    for (st_dir_entry *e = st_dir_first_of(&d, &v[5]); e; e = st_dir_next_of(e, &v[5]))
+        of_one++;
+    MT_CHECK(of_one == 2, "one buffer's entries: %d", of_one);
+    MT_CHECK(d.n == MANY / 2 + 1, "the array holds the rest (%u)", d.n);
     st_dir_free(&d);
 }
 
