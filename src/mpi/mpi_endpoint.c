@@ -252,6 +252,16 @@ static void task_finish(done_list *dl, mpi_ep *ep, mpi_task *t, int status, cons
     dl->n++;
 }
 
+/* Tell the engine of children found dead (it takes the engine lock: never
+ * under st_mpi_lock, which is a leaf). */
+static void tell_gone(mpi_session *s) {
+    for (int i = 0; i < s->n; i++)
+        if (atomic_load(&s->eps[i]->dead) && !s->eps[i]->gone_told) {
+            s->eps[i]->gone_told = 1;
+            st_endpoint_gone(&s->eps[i]->base);
+        }
+}
+
 static void push_done(done_list *dl) {
     for (int i = 0; i < dl->n; i++) {
         mpi_ep *ep = dl->v[i].ep;
@@ -276,8 +286,7 @@ static void declare_dead(done_list *dl, mpi_ep *ep, const char *why) {
     if (atomic_load(&ep->dead))
         return;
     st_msg_format(ep->dead_msg, sizeof ep->dead_msg, "%s", why);
-    atomic_store(&ep->dead, 1);
-    st_endpoint_gone(&ep->base);
+    atomic_store(&ep->dead, 1); /* the engine is told after st_mpi_lock is dropped */
     for (int i = 0; i < ST_MPI_SLOTS; i++) {
         mpi_task *t = &ep->task[i];
         if (atomic_load(&t->state) == T_FREE)
@@ -998,6 +1007,7 @@ static void *progress_main(void *arg) {
         did |= ctrl_test(dl, s);
         heartbeat(dl, s, ping);
         st_mpi_unlock();
+        tell_gone(s);
         push_done(dl);
         if (atomic_load(&s->shutdown)) {
             say_shutdown(s, buf);

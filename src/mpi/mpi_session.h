@@ -70,6 +70,7 @@ typedef struct mpi_ep {
     uint64_t heartbeat_ns;
     _Atomic int stopping; /* stop(): new dispatches are rejected */
     _Atomic int dead;     /* declared dead: tasks fail at once with dead_msg */
+    int gone_told;        /* progress thread: st_endpoint_gone was called (outside st_mpi_lock) */
     char dead_msg[STRATA_ERRMSG_MAX];
     int ready;              /* HELLO OK arrived (rank 0) */
     int bye;                /* BYE arrived (rank 0, at close) */
