@@ -42,7 +42,7 @@ const char *st_mpi_strerror(int code, char *buf, int cap);
  * the nanoseconds to sleep (a caller that can be woken sleeps its own way);
  * st_backoff_idle sleeps them. st_backoff_reset after a pass that did
  * something. */
-#define ST_BACKOFF_POLL_NS 20000u
+#define ST_BACKOFF_POLL_NS 200000u
 typedef struct st_backoff {
     uint64_t since; /* first idle pass since the reset (0: none yet) */
     uint32_t idle_passes;
