@@ -87,6 +87,9 @@ typedef struct server {
     uint32_t ncache, capcache;
     pending_send *ps;
     uint32_t nps, capps;
+    strata_buffer **pool; /* task buffers kept for reuse (oldest first) */
+    uint32_t npool, cappool;
+    uint64_t pool_bytes;
     st_mpi_traffic traffic;
     uint8_t *in; /* the frame being read */
     uint8_t out[ST_MPI_HDR_BYTES + STRATA_ERRMSG_MAX];
@@ -128,6 +131,58 @@ static void send_frame(server *sv, st_mpi_hdr *h, const char *text) {
     send_body(sv, h, text, text ? strnlen(text, STRATA_ERRMSG_MAX - 1) : 0);
 }
 
+/* ---- Task buffers ------------------------------------------------------------------------
+ * A large buffer of the inner worker is a mapping of its own, and its first
+ * touch faults every page in (64 MiB: some 40 ms here, twice what moving it
+ * costs): buffers of finished tasks are kept for the next ones instead,
+ * up to ST_POOL_BYTES, the oldest destroyed first. Small ones come from the
+ * arena's free lists, cheaply: they are not kept. A reused buffer holds the
+ * bytes of an earlier task: OUT bytes a task leaves unwritten are undefined
+ * (docs/guide.md "Multi-host"). */
+#define ST_POOL_MIN (1u << 20)
+#define ST_POOL_BYTES (512ull << 20)
+
+static int pool_take(server *sv, uint64_t n, strata_buffer **out) {
+    int best = -1;
+    for (uint32_t i = 0; i < sv->npool; i++) {
+        uint64_t size = strata_buffer_size(sv->pool[i]);
+        if (size >= n && size / 2 <= n && (best < 0 || size < strata_buffer_size(sv->pool[best])))
+            best = (int)i;
+    }
+    if (best < 0)
+        return strata_buffer_create(sv->inner, n, out);
+    *out = sv->pool[best];
+    sv->pool_bytes -= strata_buffer_size(*out);
+    memmove(&sv->pool[best], &sv->pool[best + 1],
+            (sv->npool - (uint32_t)best - 1) * sizeof *sv->pool);
+    sv->npool--;
+    return STRATA_OK;
+}
+
+static void pool_give(server *sv, strata_buffer *b) {
+    uint64_t size = strata_buffer_size(b);
+    if (size < ST_POOL_MIN || size > ST_POOL_BYTES) {
+        strata_buffer_destroy(b);
+        return;
+    }
+    if (sv->npool == sv->cappool) {
+        strata_buffer **np =
+            st_grow(sv->pool, &sv->cappool, sv->npool + 1, sizeof *np, 16, NULL, "buffer pool");
+        if (!np) {
+            strata_buffer_destroy(b);
+            return;
+        }
+        sv->pool = np;
+    }
+    sv->pool[sv->npool++] = b;
+    sv->pool_bytes += size;
+    while (sv->pool_bytes > ST_POOL_BYTES) { /* the oldest go */
+        sv->pool_bytes -= strata_buffer_size(sv->pool[0]);
+        strata_buffer_destroy(sv->pool[0]);
+        memmove(&sv->pool[0], &sv->pool[1], --sv->npool * sizeof *sv->pool);
+    }
+}
+
 /* ---- Kept copies -------------------------------------------------------------------------- */
 
 static cache_entry *cache_find(server *sv, uint64_t id) {
@@ -137,10 +192,10 @@ static cache_entry *cache_find(server *sv, uint64_t id) {
     return NULL;
 }
 
-static void cache_maybe_free(cache_entry *ce) {
+static void cache_maybe_free(server *sv, cache_entry *ce) {
     if (ce->listed || ce->users || ce->sends)
         return;
-    strata_buffer_destroy(ce->b);
+    pool_give(sv, ce->b);
     st_free(ce);
 }
 
@@ -152,7 +207,7 @@ static void cache_unlist(server *sv, cache_entry *ce) {
             break;
         }
     ce->listed = 0;
-    cache_maybe_free(ce);
+    cache_maybe_free(sv, ce);
 }
 
 /* b kept as copy id (replacing an older one of that id); NULL: no memory. */
@@ -229,7 +284,7 @@ static int step_sends(server *sv) {
         }
         if (p->ce) {
             p->ce->sends--;
-            cache_maybe_free(p->ce);
+            cache_maybe_free(sv, p->ce);
         }
         sv->ps[i] = sv->ps[--sv->nps];
         did = 1;
@@ -433,7 +488,7 @@ static void place_tensor(server *sv, serve_task *t, uint32_t i, int slot, const 
         int recv = (dirs & ST_XFER_IN) && (kind == ST_PLACE_ROOT || kind == ST_PLACE_PEER);
         strata_buffer *b = NULL;
         if (t->status == STRATA_OK && n <= (uint64_t)INT32_MAX &&
-            strata_buffer_create(sv->inner, n ? n : 1, &b) == STRATA_OK &&
+            pool_take(sv, n ? n : 1, &b) == STRATA_OK &&
             strata_tensor_contiguous(b, (strata_dtype)x->dtype, x->rank, x->shape, &v) ==
                 STRATA_OK) {
             *x = v;
@@ -505,7 +560,7 @@ static void free_task(server *sv, serve_task *t) {
     settle_fill(t);
     for (int i = 0; i < STRATA_MAX_TENSORS; i++) {
         if (t->buf[i]) {
-            strata_buffer_destroy(t->buf[i]);
+            pool_give(sv, t->buf[i]);
             t->buf[i] = NULL;
         }
         cache_entry *ce = t->ce[i];
@@ -515,7 +570,7 @@ static void free_task(server *sv, serve_task *t) {
             if (t->keep[i] && t->status != STRATA_OK && ce->listed)
                 cache_unlist(sv, ce);
             else
-                cache_maybe_free(ce);
+                cache_maybe_free(sv, ce);
         }
         t->keep[i] = 0;
     }
@@ -779,6 +834,9 @@ _Noreturn void st_mpi_serve(mpi_session *s) {
                     for (uint32_t i = 0; i < sv->nrbuf; i++)
                         strata_buffer_destroy(sv->rbuf[i]);
                     sv->nrbuf = 0;
+                    for (uint32_t i = 0; i < sv->npool; i++)
+                        strata_buffer_destroy(sv->pool[i]);
+                    sv->npool = 0;
                     st_mpi_unlock();
                     strata_worker_destroy(sv->inner); /* closes its own children */
                     st_mpi_lock();
