@@ -127,6 +127,17 @@ struct mpi_session {
 /* The MPI endpoint behind ep, or NULL. */
 mpi_ep *st_mpi_ep_of(st_endpoint *ep);
 
+/* Where tensor i of task t (in slot `slot`) on ep comes from (t->place[i]),
+ * asking a holder for a SEND_TO when another child has a valid copy
+ * (*asked: that holder). MPI_SUCCESS, or the MPI error of that send
+ * (mpi_copies.c; progress thread, st_mpi_lock held). */
+int st_mpi_place_tensor(mpi_ep *ep, mpi_task *t, int slot, uint32_t i, mpi_ep **asked);
+
+/* After task t on ep ended (ok: it succeeded and its OUT bytes are in the
+ * host's buffer): copies its writes made stale go, its own kept copies are
+ * valid, or forgotten when it failed (the child dropped them itself). */
+void st_mpi_settle_copies(mpi_ep *ep, mpi_task *t, int ok);
+
 /* A non-root rank: serve as the child whose config has this rank (or as no
  * child), then exit. Never returns. */
 _Noreturn void st_mpi_serve(mpi_session *s);
