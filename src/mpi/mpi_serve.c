@@ -613,11 +613,14 @@ static void take_task(server *sv, const st_mpi_hdr *h, const uint8_t *body) {
         return; /* rank 0 never sends it; nothing can be answered for it */
     int slot = (int)h->slot;
     serve_task *t = &sv->task[slot];
+    st_backoff bo = {0};
     while (t->state == S_SEND) { /* rank 0 has its results: the sends end at once */
         int flag = 0;
         MPI_Testall(t->nreq, t->req, &flag, MPI_STATUSES_IGNORE);
         if (flag)
             free_task(sv, t);
+        else
+            st_backoff_idle(&bo);
     }
     t->seq = (uint32_t)h->seq;
     t->status = STRATA_OK;
