@@ -25,6 +25,7 @@ folder_of() {
     src/chip/*) echo chip ;;
     src/ipc/*) echo ipc ;;
     src/exec/*) echo exec ;;
+    src/mpi/*) echo mpi ;;
     src/backends/sim/*) echo backends/sim ;;
     python/strata/*) echo python ;;
     *) echo "" ;;
@@ -41,17 +42,18 @@ allowed_from() {
     chip) echo "public util chip" ;;
     ipc) echo "public util ipc" ;;
     exec) echo "public util core chip ipc exec" ;;
+    mpi) echo "public util core chip ipc exec mpi" ;;
     backends/sim) echo "public util backends/sim" ;;
     python) echo "public python" ;; # the Python module: a client of the public API only
     esac
 }
 
-# What exec/ may include from core/: the engine's interface for endpoints,
-# never the engine itself (core/engine.h).
+# What exec/ and mpi/ may include from core/: the engine's interface for
+# endpoints, never the engine itself (core/engine.h).
 EXEC_CORE_HEADERS="core/endpoint.h core/buffer.h"
 
 # Library folders that must hold no test code.
-LIBRARY_FOLDERS="util core chip ipc exec"
+LIBRARY_FOLDERS="util core chip ipc exec mpi"
 
 # Normalise a relative path: drop "./" and resolve "dir/../".
 normalise() {
@@ -74,7 +76,7 @@ resolve_include() {
         echo "include/$name"
         return
         ;;
-    util/* | core/* | chip/* | ipc/* | exec/* | backends/*)
+    util/* | core/* | chip/* | ipc/* | exec/* | mpi/* | backends/*)
         echo "src/$name"
         return
         ;;
@@ -118,9 +120,9 @@ check_include() {
         report "$file:$line: includes $name: $from_folder may not include from $to_folder"
         return
     fi
-    if [ "$from_folder" = exec ] && [ "$to_folder" = core ] &&
+    if { [ "$from_folder" = exec ] || [ "$from_folder" = mpi ]; } && [ "$to_folder" = core ] &&
         ! in_list "${target#src/}" "$EXEC_CORE_HEADERS"; then
-        report "$file:$line: includes $name: exec may include from core only $EXEC_CORE_HEADERS"
+        report "$file:$line: includes $name: $from_folder may include from core only $EXEC_CORE_HEADERS"
     fi
 }
 
@@ -143,7 +145,7 @@ while IFS= read -r file; do
         /^[ \t]*#[ \t]*include[ \t]*"/ {
             s = $0; sub(/^[^"]*"/, "", s); sub(/".*/, "", s); print FNR ":" s; next
         }
-        /^[ \t]*#[ \t]*include[ \t]*<(strata|util|core|chip|ipc|exec|backends)\// {
+        /^[ \t]*#[ \t]*include[ \t]*<(strata|util|core|chip|ipc|exec|mpi|backends)\// {
             s = $0; sub(/^[^<]*</, "", s); sub(/>.*/, "", s); print FNR ":" s
         }' "$file")
 done < <(find src include python/strata -type f \( -name '*.c' -o -name '*.h' \) 2>/dev/null | LC_ALL=C sort)

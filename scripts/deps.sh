@@ -9,7 +9,8 @@
 #   demo             what scripts/demo.sh needs: the build toolchain, Python's
 #                    headers and numpy, and matplotlib for the trace picture
 #   test             what scripts/test.sh needs (the default): those plus cmocka,
-#                    StarPU, lcov, clang and clang's libFuzzer runtime, pytest, Dask
+#                    StarPU, lcov, clang and clang's libFuzzer runtime, pytest, Dask,
+#                    Open MPI
 #   --check          only report; never install (exit 1 if something required is missing)
 #   --with-optional  also install the optional packages (clang-format) when root
 #
@@ -38,6 +39,9 @@ TEST_PACKAGES=("${DEMO_PACKAGES[@]}" libcmocka-dev libstarpu-dev lcov clang libc
 # python3-pytest: the Python suite (tests/python); python3-dask: the Dask
 # anchor of bench/bench_python.py (the ProcessPoolExecutor one is stdlib).
 TEST_PACKAGES+=(python3-pytest python3-dask)
+# libopenmpi-dev + openmpi-bin: multi-host L4 Workers (src/mpi/) and their
+# tests under mpirun (label mpi); without them those tests report "skipped".
+TEST_PACKAGES+=(libopenmpi-dev openmpi-bin)
 # clang-format only matters to contributors (the repo's .clang-format).
 OPTIONAL_PACKAGES=(clang-format)
 

@@ -39,7 +39,14 @@ typedef int32_t strata_callable;            /* a registered function (>= 0) */
  * strata_worker_init (the child sees it as it was then) or to shared memory
  * (a strata_buffer); tensors of strata_buffer_create memory are seen at the
  * same address without copies. */
-typedef enum strata_host_mode { STRATA_HOST_THREAD = 0, STRATA_HOST_PROCESS = 1 } strata_host_mode;
+/* MPI: another MPI rank of the same program (strata/mpi.h, docs/guide.md
+ * "Multi-host"); valid only as a strata_child_config's host, never for sub
+ * workers or chips (refused with STRATA_EINVAL). */
+typedef enum strata_host_mode {
+    STRATA_HOST_THREAD = 0,
+    STRATA_HOST_PROCESS = 1,
+    STRATA_HOST_MPI = 2
+} strata_host_mode;
 
 typedef struct strata_worker_config {
     int level;                    /* label only (default 3); behaviour never depends on it */
@@ -317,15 +324,20 @@ typedef struct strata_child_config {
     strata_child_setup_fn setup; /* may be NULL (a child with sub workers only) */
     void *setup_user;
     const char *name; /* label in messages; NULL: "L<level> child <worker id>" */
+    int rank;         /* STRATA_HOST_MPI: the MPI rank (1 .. size - 1) hosting the child */
+    uint64_t heartbeat_timeout_ns; /* STRATA_HOST_MPI: a child silent this long is declared
+                                      dead (default 2 s; 0 at add_child means the default) */
 } strata_child_config;
 
 STRATA_API void strata_child_config_init(strata_child_config *cfg);
 
 /* Before strata_worker_init of the parent: the child becomes next-level worker
- * *worker_id. A THREAD child is created and set up here (a failing setup fails
- * this call) and initialised at the parent's strata_worker_init; a PROCESS
- * child is forked at the parent's strata_worker_init, which fails if the
- * child's setup or init fails. The parent closes (and destroys) its children. */
+ * *worker_id. An MPI child (host = STRATA_HOST_MPI, rank = r) is set up and
+ * initialised on rank r by that rank's own strata_worker_init of the same
+ * parent config (which never returns there: strata/mpi.h). A THREAD child is created and set up
+ * here (a failing setup fails this call) and initialised at the parent's strata_worker_init; a
+ * PROCESS child is forked at the parent's strata_worker_init, which fails if the child's setup or
+ * init fails. The parent closes (and destroys) its children. */
 STRATA_API int strata_worker_add_child(strata_worker *parent, const strata_child_config *cfg,
                                        int *worker_id);
 

@@ -150,6 +150,10 @@ static int validate_config(const strata_chip_config *cfg) {
     if (cfg->pipeline_depth > STRATA_BACKEND_MAX_DEPTH)
         return st_fail(STRATA_EINVAL, "strata_chip_open: pipeline_depth %u (use 0, 1 or 2)",
                        cfg->pipeline_depth);
+    if (cfg->host == STRATA_HOST_MPI)
+        return st_fail(STRATA_EINVAL,
+                       "strata_chip_open: host STRATA_HOST_MPI: a chip is a thread or a process "
+                       "of its worker (STRATA_HOST_MPI is for strata_child_config.host only)");
     if ((unsigned)cfg->host > STRATA_HOST_PROCESS)
         return st_fail(STRATA_EINVAL, "strata_chip_open: host mode %d is unknown", (int)cfg->host);
     if (cfg->sim_cores > ST_CHIP_MAX_CORES)

@@ -104,6 +104,10 @@ static int check_config(const strata_worker_config *c) {
     if (c->sub_workers > STRATA_MAX_SUB_WORKERS)
         return st_fail(STRATA_EINVAL, "strata_worker_create: sub_workers = %u (at most %d)",
                        c->sub_workers, STRATA_MAX_SUB_WORKERS);
+    if (c->sub_mode == STRATA_HOST_MPI)
+        return st_fail(STRATA_EINVAL,
+                       "strata_worker_create: sub_mode STRATA_HOST_MPI: sub workers are threads "
+                       "or processes (STRATA_HOST_MPI is for strata_child_config.host only)");
     if (c->sub_mode != STRATA_HOST_THREAD && c->sub_mode != STRATA_HOST_PROCESS)
         return st_fail(STRATA_EINVAL,
                        "strata_worker_create: sub_mode %d (STRATA_HOST_THREAD or "

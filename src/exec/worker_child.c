@@ -2,7 +2,8 @@
  * as one next-level child of its parent, hosted as a thread of this process
  * or in a process of its own.
  *
- * Owns: strata_worker_add_child and strata_child_config_init; the one way a
+ * Owns: strata_child_config_init and the thread and process hostings of
+ * strata_worker_add_child (src/mpi/child_add.c picks the hosting); the one way a
  * child Worker runs a task (run_task_on: the orchestration callable the task
  * names becomes one run of the inner worker, synchronous, its error the
  * task's message); the thread-hosted endpoint (one thread, capacity 1, which
@@ -47,8 +48,9 @@ void strata_child_config_init(strata_child_config *cfg) {
 
 /* ---- One task = one run of the inner worker ------------------------------------------- */
 
-int st_worker_child_run(strata_worker *inner, const char *label, const st_callable_info *ci,
-                        const strata_task_args *args, char *msg, size_t cap) {
+int st_worker_child_start(strata_worker *inner, const char *label, const st_callable_info *ci,
+                          const strata_task_args *args, strata_run **run, char *msg, size_t cap) {
+    *run = NULL;
     strata_orch_fn orch = st_callable_orch(ci);
     if (!orch) {
         st_msg_format(msg, cap,
@@ -58,19 +60,33 @@ int st_worker_child_run(strata_worker *inner, const char *label, const st_callab
         return STRATA_ETASK;
     }
     strata_task_view view = strata_args_view(args);
-    strata_run *run = NULL;
-    int rc = st_worker_submit_task(inner, orch, ci->user, &view, &run);
+    int rc = st_worker_submit_task(inner, orch, ci->user, &view, run);
     if (rc != STRATA_OK) { /* the inner worker refused a run: closed, or out of memory */
         st_msg_format(msg, cap, "%s refused the run: %s", label, strata_error_message());
         return rc == STRATA_ENOMEM ? STRATA_ENOMEM : STRATA_EENDPOINT;
     }
-    rc = strata_run_wait(run, STRATA_WAIT_FOREVER);
+    msg[0] = '\0';
+    return STRATA_OK;
+}
+
+int st_worker_child_finish(strata_run *run, char *msg, size_t cap) {
+    int rc = strata_run_status(run);
     if (rc == STRATA_OK)
         msg[0] = '\0';
     else /* the run's error names its path below: "run 3: L3 worker 0 (sim:0): ..." */
         st_msg_format(msg, cap, "%s", strata_run_error(run));
     strata_run_release(run);
     return rc == STRATA_OK ? STRATA_OK : STRATA_ETASK;
+}
+
+int st_worker_child_run(strata_worker *inner, const char *label, const st_callable_info *ci,
+                        const strata_task_args *args, char *msg, size_t cap) {
+    strata_run *run = NULL;
+    int rc = st_worker_child_start(inner, label, ci, args, &run, msg, cap);
+    if (rc != STRATA_OK)
+        return rc;
+    (void)strata_run_wait(run, STRATA_WAIT_FOREVER);
+    return st_worker_child_finish(run, msg, cap);
 }
 
 int st_worker_child_bring_up(const strata_child_config *cfg, const char *label, int init,
@@ -246,7 +262,7 @@ static const st_endpoint_ops child_thread_ops = {
     .unstart = child_thread_unstart,
 };
 
-static void name_child(char *out, size_t cap, const strata_child_config *cfg, int worker_id) {
+void st_worker_child_name(char *out, size_t cap, const strata_child_config *cfg, int worker_id) {
     if (cfg->name && cfg->name[0])
         snprintf(out, cap, "%s", cfg->name);
     else
@@ -257,7 +273,7 @@ static int add_thread_child(strata_worker *parent, const strata_child_config *cf
     /* The id it will get: the label must be known before setup runs. */
     int next_id = strata_worker_next_level_count(parent);
     char name[48];
-    name_child(name, sizeof name, cfg, next_id);
+    st_worker_child_name(name, sizeof name, cfg, next_id);
     child_thread_ep *ep = st_calloc(1, sizeof *ep);
     if (!ep)
         return st_fail_nomem("strata_worker_add_child: the child's endpoint", sizeof *ep);
@@ -369,7 +385,7 @@ int st_worker_child_add_process(strata_worker *parent, const strata_child_config
     if (!a)
         return st_fail_nomem("strata_worker_add_child: the child's start record", sizeof *a);
     a->cfg = *cfg;
-    name_child(a->name, sizeof a->name, cfg, next_id);
+    st_worker_child_name(a->name, sizeof a->name, cfg, next_id);
     a->cfg.name = NULL; /* a->name is the label the child uses */
     a->trace = st_trace_region_new(parent, next_id, ST_REGION_WORKER);
     st_proc_ep_config pc;
@@ -398,19 +414,7 @@ int st_worker_child_add_process(strata_worker *parent, const strata_child_config
     return STRATA_OK; /* forked at the parent's strata_worker_init */
 }
 
-/* ---- The public call ----------------------------------------------------------------- */
-
-int strata_worker_add_child(strata_worker *parent, const strata_child_config *cfg, int *worker_id) {
-    if (!parent || !cfg || !worker_id)
-        return st_fail(STRATA_EINVAL,
-                       "strata_worker_add_child: parent, config and id must not be NULL");
-    switch (cfg->host) {
-    case STRATA_HOST_THREAD:
-        return add_thread_child(parent, cfg, worker_id);
-    case STRATA_HOST_PROCESS:
-        return st_worker_child_add_process(parent, cfg, worker_id);
-    default:
-        return st_fail(STRATA_EINVAL, "strata_worker_add_child: unknown host mode %d",
-                       (int)cfg->host);
-    }
+int st_worker_child_add_thread(strata_worker *parent, const strata_child_config *cfg,
+                               int *worker_id) {
+    return add_thread_child(parent, cfg, worker_id);
 }

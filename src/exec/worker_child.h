@@ -3,7 +3,8 @@
  * Owns: the declarations worker_child.c lends its two hostings (the thread
  * endpoint and the process kind): bringing a child Worker up from its config
  * and running one task as one run of it.
- * Must never: be included outside src/exec/.
+ * Must never: be included outside src/exec/ and src/mpi/ (the MPI-hosted child,
+ * the layer above, brings its Worker up and runs its tasks the same way).
  */
 #ifndef STRATA_EXEC_WORKER_CHILD_H
 #define STRATA_EXEC_WORKER_CHILD_H
@@ -25,6 +26,22 @@ int st_worker_child_bring_up(const strata_child_config *cfg, const char *label, 
  * STRATA_ENOMEM; msg (cap bytes) is "" on success. */
 int st_worker_child_run(strata_worker *inner, const char *label, const st_callable_info *ci,
                         const strata_task_args *args, char *msg, size_t cap);
+
+/* st_worker_child_run in two steps for a caller that must not block while
+ * the run goes on (an MPI rank's serve loop): start submits the run (its
+ * graph built when it returns; *run set on STRATA_OK, else msg says why and
+ * the status is as st_worker_child_run's); finish, once strata_run_done(run),
+ * releases it and returns its outcome as st_worker_child_run does. */
+int st_worker_child_start(strata_worker *inner, const char *label, const st_callable_info *ci,
+                          const strata_task_args *args, strata_run **run, char *msg, size_t cap);
+int st_worker_child_finish(strata_run *run, char *msg, size_t cap);
+
+/* The child's name in labels: cfg->name, else "L<level> child <worker_id>". */
+void st_worker_child_name(char *out, size_t cap, const strata_child_config *cfg, int worker_id);
+
+/* strata_worker_add_child for STRATA_HOST_THREAD. */
+int st_worker_child_add_thread(strata_worker *parent, const strata_child_config *cfg,
+                               int *worker_id);
 
 /* strata_worker_add_child for STRATA_HOST_PROCESS. */
 int st_worker_child_add_process(strata_worker *parent, const strata_child_config *cfg,

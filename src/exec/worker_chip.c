@@ -63,6 +63,11 @@ int strata_worker_add_chip(strata_worker *w, const strata_chip_config *cfg, int 
         return add_thread_chip(w, cfg, worker_id);
     case STRATA_HOST_PROCESS:
         return st_chip_child_add(w, cfg, worker_id);
+    case STRATA_HOST_MPI:
+        return st_fail(STRATA_EINVAL,
+                       "strata_worker_add_chip: host STRATA_HOST_MPI: a chip is a thread or a "
+                       "process of its worker (STRATA_HOST_MPI is for strata_child_config.host "
+                       "only)");
     default:
         return st_fail(STRATA_EINVAL, "strata_worker_add_chip: unknown host mode %d",
                        (int)cfg->host);

@@ -1,6 +1,7 @@
 /* util/digest.c - the callable digest: XXH3 128-bit over (kind, name).
  *
- * Owns: the one use of xxHash (Debian's libxxhash-dev), compiled in from its
+ * Owns: the one use of xxHash (Debian's libxxhash-dev: callables, and bytes
+ * for mpi/), compiled in from its
  * header (XXH_INLINE_ALL): libstrata, its static archive included, then needs
  * no link flag of its own, so a program links it as it did. The kind is the hash's seed and the
  * name's bytes (without the NUL) its input; the 128-bit result is stored in
@@ -21,6 +22,15 @@ _Static_assert(sizeof(XXH128_canonical_t) == ST_DIGEST_BYTES, "the digest is one
 st_digest st_digest_callable(int kind, const char *name) {
     const char *n = name ? name : "";
     XXH128_hash_t h = XXH3_128bits_withSeed(n, strlen(n), (XXH64_hash_t)(uint32_t)kind);
+    XXH128_canonical_t c;
+    XXH128_canonicalFromHash(&c, h);
+    st_digest d;
+    memcpy(d.bytes, c.digest, ST_DIGEST_BYTES);
+    return d;
+}
+
+st_digest st_digest_bytes(const void *p, size_t n) {
+    XXH128_hash_t h = XXH3_128bits(n ? p : "", n);
     XXH128_canonical_t c;
     XXH128_canonicalFromHash(&c, h);
     st_digest d;

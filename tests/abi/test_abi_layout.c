@@ -71,6 +71,20 @@ static void shared_plain_types_of_version_4(void **state) {
     assert_int_equal(offsetof(strata_call_config, flags), 4);
 }
 
+/* Not backend ABI, but public layout a program compiled against an older
+ * header would misread: the child config's MPI fields (appended at the end)
+ * and the host mode's value. */
+static void child_config_with_its_mpi_fields(void **state) {
+    (void)state;
+    assert_int_equal(STRATA_HOST_MPI, 2);
+    assert_int_equal(offsetof(strata_child_config, rank),
+                     offsetof(strata_child_config, name) + sizeof(const char *));
+    assert_int_equal(offsetof(strata_child_config, heartbeat_timeout_ns),
+                     offsetof(strata_child_config, rank) + 8);
+    assert_int_equal(sizeof(strata_child_config),
+                     offsetof(strata_child_config, heartbeat_timeout_ns) + 8);
+}
+
 static void backend_types_of_version_4(void **state) {
     (void)state;
     assert_int_equal(sizeof(strata_backend_msg), 320);
@@ -95,6 +109,7 @@ int main(void) {
         cmocka_unit_test(limits_of_version_4),
         cmocka_unit_test(shared_plain_types_of_version_4),
         cmocka_unit_test(backend_types_of_version_4),
+        cmocka_unit_test(child_config_with_its_mpi_fields),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

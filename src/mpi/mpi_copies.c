@@ -1,0 +1,213 @@
+/* mpi/mpi_copies.c - where a task's tensor bytes come from, and the copies
+ * the child ranks keep (rank 0's side; mpi/mpi_directory.h is the record).
+ *
+ * Owns: the placement of each host tensor of a task for an MPI child (its
+ * own valid copy: nothing travels; a valid copy on another child: that rank
+ * is sent a SEND_TO and sends it straight to the child, never through rank
+ * 0; otherwise rank 0 sends it) and whether the child keeps its copy (a
+ * per-child budget, oldest copies dropped first); the digest check that
+ * makes a copy valid (the host bytes it stands for are unchanged, whoever
+ * could have written them); after a task, the copies its writes made stale
+ * (dropped at their holders, the drop sent with each holder's next task)
+ * and the writer's own copy.
+ * Must never: be called by any thread but the session's progress thread
+ * (under st_mpi_lock), or leave a holder recorded for a copy the child does
+ * not keep.
+ */
+#include <string.h>
+
+#include "mpi/mpi_env.h"
+#include "mpi/mpi_session.h"
+#include "mpi/mpi_xfer.h"
+#include "strata/tensor.h"
+#include "util/alloc.h"
+#include "util/digest.h"
+#include "util/growable.h"
+
+/* Queue a drop of copy `id` for ep (sent with its next task). */
+static void queue_drop(mpi_ep *ep, uint64_t id, uint64_t bytes) {
+    ep->cache_bytes = ep->cache_bytes > bytes ? ep->cache_bytes - bytes : 0;
+    if (ep->ndrops == ep->capdrops) {
+        uint64_t *nd =
+            st_grow(ep->drops, &ep->capdrops, ep->ndrops + 1, sizeof *nd, 32, NULL, "drop list");
+        if (!nd)
+            return; /* the copy stays until close: memory, never a wrong read (digests) */
+        ep->drops = nd;
+    }
+    ep->drops[ep->ndrops++] = id;
+}
+
+/* Every holder of e but `keep` (a child index, or -1) drops its copy. */
+static void drop_holders(mpi_session *s, st_dir_entry *e, int keep) {
+    for (int c = 0; c < s->n; c++)
+        if (c != keep && st_dir_holds(e, c)) {
+            st_dir_set(e, c, 0);
+            if (!atomic_load(&s->eps[c]->dead))
+                queue_drop(s->eps[c], e->id, e->bytes);
+        }
+}
+
+/* Room for `bytes` more copies on ep: its oldest copies (lowest id) go first.
+ * 0 if the copy does not fit at all. */
+static int make_room(mpi_session *s, mpi_ep *ep, uint64_t bytes) {
+    if (bytes > ST_MPI_CACHE_BYTES)
+        return 0;
+    while (ep->cache_bytes + bytes > ST_MPI_CACHE_BYTES) {
+        st_dir_entry *old = NULL;
+        st_dir_entry *e;
+        for (uint32_t i = 0; (e = st_dir_at(&s->dir, i)) != NULL; i++)
+            if (st_dir_holds(e, ep->index) && (!old || e->id < old->id))
+                old = e;
+        if (!old)
+            return 0;
+        st_dir_set(old, ep->index, 0);
+        queue_drop(ep, old->id, old->bytes);
+    }
+    return 1;
+}
+
+static void hold(mpi_ep *ep, st_dir_entry *e) {
+    st_dir_set(e, ep->index, 1);
+    ep->cache_bytes += e->bytes;
+}
+
+/* The digest of view x's bytes on the host (packing a strided view into
+ * *packed, which the caller sends from when the bytes go from here). */
+static int host_digest(const strata_tensor *x, void **packed, st_digest *out) {
+    uint64_t n = st_xfer_bytes(x);
+    if (st_xfer_contiguous(x)) {
+        *out = st_digest_bytes(strata_tensor_data(x), n);
+        return 1;
+    }
+    if (!*packed) {
+        *packed = st_malloc(n ? n : 1);
+        if (!*packed)
+            return 0;
+        st_xfer_pack(x, *packed);
+    }
+    *out = st_digest_bytes(*packed, n);
+    return 1;
+}
+
+/* A holder of a valid copy of e other than ep, alive, or NULL. */
+static mpi_ep *live_holder(mpi_session *s, const st_dir_entry *e, const mpi_ep *ep) {
+    for (int c = 0; c < s->n; c++)
+        if (c != ep->index && st_dir_holds(e, c) && !atomic_load(&s->eps[c]->dead))
+            return s->eps[c];
+    return NULL;
+}
+
+int st_mpi_place_tensor(mpi_ep *ep, mpi_task *t, int slot, uint32_t i, mpi_ep **asked) {
+    mpi_session *s = ep->s;
+    const strata_task_args *a = t->d.args;
+    const strata_tensor *x = &a->tensors[i];
+    st_mpi_place *pl = &t->place[i];
+    memset(pl, 0, sizeof *pl);
+    int dirs = st_xfer_dirs(x, a->tags[i]);
+    *asked = NULL;
+    if (!dirs)
+        return MPI_SUCCESS;
+    if (a->tags[i] == STRATA_NO_DEP) { /* not tracked: its bytes always come from here */
+        pl->kind = ST_PLACE_ROOT;
+        return MPI_SUCCESS;
+    }
+    st_dir_entry *e = st_dir_find(&s->dir, x);
+    if (!e)
+        e = st_dir_add(&s->dir, x);
+    if (!e) { /* no memory for the record: the bytes go from here, no copy is kept */
+        pl->kind = (dirs & ST_XFER_IN) ? ST_PLACE_ROOT : ST_PLACE_NONE;
+        return MPI_SUCCESS;
+    }
+    pl->id = e->id;
+    if (!(dirs & ST_XFER_IN)) { /* OUT: the result is the copy (the directory learns at the end) */
+        if (make_room(s, ep, e->bytes))
+            pl->kind = ST_PLACE_NONE | ST_PLACE_KEEP;
+        return MPI_SUCCESS;
+    }
+    st_digest d;
+    if (!host_digest(x, &t->tmp[i], &d)) {
+        pl->kind = ST_PLACE_ROOT;
+        return MPI_SUCCESS;
+    }
+    int valid = st_digest_equal(&d, &e->digest);
+    if (!valid) { /* written since the copies were made (or never copied): they go */
+        drop_holders(s, e, -1);
+        e->digest = d;
+    }
+    int written = (dirs & ST_XFER_OUT) != 0;
+    if (valid && st_dir_holds(e, ep->index)) {
+        pl->kind = ST_PLACE_CACHED | (written ? ST_PLACE_KEEP : 0);
+        return MPI_SUCCESS;
+    }
+    mpi_ep *from = valid ? live_holder(s, e, ep) : NULL;
+    int keep = make_room(s, ep, e->bytes);
+    int rc = MPI_SUCCESS;
+    if (from) {
+        pl->kind = ST_PLACE_PEER;
+        pl->src = from->rank;
+        st_mpi_hdr h;
+        st_mpi_hdr_init(&h, ST_MPI_SEND_TO, from->base.worker_id);
+        h.arg0 = e->id;
+        h.arg1 = e->bytes;
+        h.slot = (uint32_t)ep->rank;
+        h.seq = (uint64_t)(ST_MPI_TAG_DATA0 + slot * 64 + (int)i);
+        st_mpi_hdr_put(t->sendto[i], &h);
+        rc = MPI_Isend(t->sendto[i], ST_MPI_HDR_BYTES, MPI_BYTE, from->rank, ST_MPI_TAG_FRAME,
+                       st_mpi_comm(), &t->req[t->nreq++]);
+        *asked = from;
+    } else {
+        pl->kind = ST_PLACE_ROOT;
+    }
+    if (keep) {
+        pl->kind |= ST_PLACE_KEEP;
+        hold(ep, e); /* valid there once its bytes arrive; a later task there waits for them */
+    }
+    return rc;
+}
+
+void st_mpi_settle_copies(mpi_ep *ep, mpi_task *t, int ok) {
+    mpi_session *s = ep->s;
+    const strata_task_args *a = t->d.args;
+    for (uint32_t i = 0; i < a->ntensors; i++) {
+        const strata_tensor *x = &a->tensors[i];
+        st_mpi_place *pl = &t->place[i];
+        int dirs = st_xfer_dirs(x, a->tags[i]);
+        if (!dirs || a->tags[i] == STRATA_NO_DEP)
+            continue;
+        st_dir_entry *e = st_dir_find(&s->dir, x);
+        int kept = (pl->kind & ST_PLACE_KEEP) != 0;
+        if (!ok) {
+            if (kept && e && e->id == pl->id && st_dir_holds(e, ep->index)) {
+                st_dir_set(e, ep->index, 0);
+                ep->cache_bytes = ep->cache_bytes > e->bytes ? ep->cache_bytes - e->bytes : 0;
+            }
+            continue;
+        }
+        if (!(dirs & ST_XFER_OUT))
+            continue;
+        for (st_dir_entry *o = st_dir_first_of(&s->dir, x), *next; o; o = next) {
+            next = st_dir_next_of(o, x); /* taken before o may go */
+            if (o != e && st_dir_overlaps(o, x)) {
+                drop_holders(s, o, -1);
+                st_dir_remove(&s->dir, o);
+            }
+        }
+        if (!e || e->id != pl->id) { /* its record went (no memory): the child's copy too */
+            if (kept)
+                queue_drop(ep, pl->id, st_xfer_bytes(x));
+            continue;
+        }
+        int had = st_dir_holds(e, ep->index);
+        drop_holders(s, e, ep->index);
+        void *packed = NULL;
+        if (!host_digest(x, &packed, &e->digest))
+            memset(&e->digest, 0, sizeof e->digest); /* matches no bytes' digest by chance */
+        st_free(packed);
+        if (kept && !had)
+            hold(ep, e);
+        else if (!kept && had) {
+            st_dir_set(e, ep->index, 0);
+            queue_drop(ep, e->id, e->bytes);
+        }
+    }
+}

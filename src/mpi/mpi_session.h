@@ -1,0 +1,155 @@
+/* mpi/mpi_session.h - one L4 Worker's MPI children, as rank 0 and the other
+ * ranks both see them.
+ *
+ * Owns: the endpoint of an MPI child (its rank, config copy, task slots,
+ * heartbeat record), the session that groups the MPI children of one L4 (its
+ * progress thread on rank 0, the doorbell, the one control call in flight),
+ * and the calls between mpi_endpoint.c (rank 0) and mpi_serve.c (the
+ * child's rank).
+ * Must never: be included outside src/mpi/.
+ *
+ * Locks: the session's ctrl_mu serialises control calls of user threads (held
+ * for a whole call, taken before nothing else of the library); st_mpi_lock
+ * (mpi_env.h) is taken by the progress thread around each batch of MPI
+ * calls, never while it waits for its doorbell. Task slots and the control
+ * record move by atomic state words (below), each move made by one party.
+ */
+#ifndef STRATA_MPI_MPI_SESSION_H
+#define STRATA_MPI_MPI_SESSION_H
+
+#include <mpi.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "core/endpoint.h"
+#include "mpi/mpi_directory.h"
+#include "mpi/mpi_frame.h"
+#include "strata/worker.h"
+#include "util/futex.h"
+
+#define ST_MPI_SLOTS                                                                               \
+    2 /* tasks an MPI child holds at once: one runs, the next one's inputs travel */
+#define ST_MPI_MAX_CHILDREN 256
+#define ST_MPI_HEARTBEAT_DEFAULT_NS 2000000000ull
+/* Bytes of copies (of L4 host views) rank 0 lets one child keep; past it the
+ * oldest copies are dropped first (docs/guide.md "Multi-host"). */
+#define ST_MPI_CACHE_BYTES (512ull << 20)
+
+/* A task slot on rank 0. state moves:
+ *   FREE -> QUEUED   dispatch (engine lock held; no MPI call)
+ *   QUEUED -> SENT   progress thread: frame and IN data sent (Isend)
+ *   SENT -> RECV     progress thread: DONE arrived, OUT data receives posted
+ *   RECV/SENT -> FREE progress thread: every request done, result copied,
+ *                    just before st_endpoint_complete */
+enum { T_FREE = 0, T_QUEUED, T_SENT, T_RECV };
+
+typedef struct mpi_task {
+    _Atomic int state;
+    st_dispatch d; /* d.args, d.callable, d.cfg stay valid until the completion */
+    uint32_t seq;
+    int nreq;
+    MPI_Request req[3 * STRATA_MAX_TENSORS + 1]; /* frame, IN sends, SEND_TOs, OUT receives */
+    st_mpi_place place[STRATA_MAX_TENSORS];      /* where each tensor's bytes come from */
+    uint8_t sendto[STRATA_MAX_TENSORS][ST_MPI_HDR_BYTES];
+    void *tmp[STRATA_MAX_TENSORS];     /* packed strided views going out (freed at the end) */
+    void *tmp_out[STRATA_MAX_TENSORS]; /* strided results coming in, unpacked at the end */
+    int done_status;
+    char done_msg[STRATA_ERRMSG_MAX];
+    uint8_t frame[ST_MPI_HDR_BYTES + ST_MPI_BODY_MAX];
+} mpi_task;
+
+typedef struct mpi_session mpi_session;
+
+typedef struct mpi_ep {
+    st_endpoint base;
+    mpi_session *s;
+    int rank;
+    strata_child_config cfg; /* cfg.name not kept: name[] is it */
+    char name[48];
+    uint64_t heartbeat_ns;
+    _Atomic int stopping; /* stop(): new dispatches are rejected */
+    _Atomic int dead;     /* declared dead: tasks fail at once with dead_msg */
+    int gone_told;        /* progress thread: st_endpoint_gone was called (outside st_mpi_lock) */
+    char dead_msg[STRATA_ERRMSG_MAX];
+    int ready;              /* HELLO OK arrived (rank 0) */
+    int bye;                /* BYE arrived (rank 0, at close) */
+    uint64_t last_heard_ns; /* progress thread: last frame from the child */
+    uint64_t ping_sent_ns;  /* 0: no ping outstanding */
+    int index;              /* in the session's eps[] (the directory's holder bit) */
+    uint64_t cache_bytes;   /* bytes of copies the directory says it holds */
+    uint64_t *drops;        /* cache ids it is to drop (sent with its next task) */
+    uint32_t ndrops, capdrops;
+    mpi_task task[ST_MPI_SLOTS];
+    st_completion comp[ST_MPI_SLOTS];
+    /* counters (progress thread writes; tests read after close or between runs) */
+    _Atomic uint64_t bytes_sent, bytes_received;
+} mpi_ep;
+
+/* The one control call in flight (under ctrl_mu). state: 0 idle, 1 posted
+ * (caller), 2 sent (progress thread), 3 done (progress thread; caller resets). */
+typedef struct mpi_ctrl {
+    st_event state;
+    mpi_ep *ep;
+    int op;
+    uint64_t arg0, arg1;
+    const void *src; /* COPY_TO */
+    void *dst;       /* COPY_FROM */
+    uint64_t result;
+    int status;
+    char msg[STRATA_ERRMSG_MAX];
+    MPI_Request req;
+    int has_req;
+    uint64_t seq;
+    uint32_t body_len; /* the control's body (REGISTER), in frame after the header */
+    uint8_t frame[ST_MPI_HDR_BYTES + ST_MPI_CTRL_BODY_MAX];
+} mpi_ctrl;
+
+struct mpi_session {
+    strata_worker *l4;
+    int n;
+    mpi_ep *eps[ST_MPI_MAX_CHILDREN];
+    int my_rank;
+    int started;           /* progress thread runs */
+    int served;            /* a non-root rank: the serve loop ran (never returns) */
+    int spent;             /* closed, or init failed after the children were told */
+    int destroyed;         /* endpoints destroyed so far */
+    _Atomic int shutdown;  /* the progress thread is to say SHUTDOWN and leave */
+    _Atomic uint32_t bell; /* bumped by dispatch, stop and control calls: the thread wakes */
+    pthread_t thread;
+    pthread_mutex_t ctrl_mu; /* serialises control calls (see the top of this file) */
+    mpi_ctrl ctrl;
+    uint64_t ctrl_seq;
+    uint64_t startup_deadline;
+    st_directory dir; /* progress thread only */
+};
+
+/* The MPI endpoint behind ep, or NULL. */
+mpi_ep *st_mpi_ep_of(st_endpoint *ep);
+
+/* Where tensor i of task t (in slot `slot`) on ep comes from (t->place[i]),
+ * asking a holder for a SEND_TO when another child has a valid copy
+ * (*asked: that holder). MPI_SUCCESS, or the MPI error of that send
+ * (mpi_copies.c; progress thread, st_mpi_lock held). */
+int st_mpi_place_tensor(mpi_ep *ep, mpi_task *t, int slot, uint32_t i, mpi_ep **asked);
+
+/* After task t on ep ended (ok: it succeeded and its OUT bytes are in the
+ * host's buffer): copies its writes made stale go, its own kept copies are
+ * valid, or forgotten when it failed (the child dropped them itself). */
+void st_mpi_settle_copies(mpi_ep *ep, mpi_task *t, int ok);
+
+/* A non-root rank: serve as the child whose config has this rank (or as no
+ * child), then exit. Never returns. */
+_Noreturn void st_mpi_serve(mpi_session *s);
+
+/* Send a frame (blocking-free: Isend, then a backed-off test loop) to rank
+ * `to`; st_mpi_lock must not be held (it is taken per test). STRATA_OK or
+ * STRATA_EENDPOINT with a message. */
+int st_mpi_send_frame(int to, const uint8_t *frame, size_t len, const char *who);
+
+/* Wait (backed off, bounded by deadline) for a frame from rank `from` into
+ * buf (cap bytes); *len its size. STRATA_OK, STRATA_ETIMEDOUT, STRATA_EENDPOINT. */
+int st_mpi_recv_frame(int from, uint8_t *buf, size_t cap, size_t *len, uint64_t deadline,
+                      const char *who);
+
+#endif
