@@ -14,7 +14,8 @@
 #      crash fails the stage and is kept in <prefix>-fuzz/crashes-<target>/
 #      to be added to that corpus as a regression input
 #   6. benchmark smoke run: each bench executable, and bench/bench_python.py,
-#      with --quick must exit 0
+#      with --quick must exit 0 (bench_mpi, built only with MPI, under
+#      mpirun -np 3)
 # Every stage that runs tests puts "passed/total" in the summary table.
 # Must never: stop at the first failing stage without a summary, hide a failure
 # behind exit status 0, or use more than STRATA_JOBS cores.
@@ -458,6 +459,11 @@ stage_bench() {
         case "$b" in
         *.py) STRATA_BUILD_PREFIX="$PREFIX" timeout --kill-after=10 "$BENCH_TIMEOUT" \
             /usr/bin/python3 "$b" --quick ;;
+        # Remote children: one L4 rank and two serving ranks (as root, Open MPI
+        # refuses to start without --allow-run-as-root; 3 ranks on 2 cores
+        # need --oversubscribe).
+        */bench_mpi) timeout --kill-after=10 "$BENCH_TIMEOUT" mpirun -np 3 --oversubscribe \
+            $([ "$(id -u)" -eq 0 ] && echo --allow-run-as-root) "$b" --quick ;;
         *) timeout --kill-after=10 "$BENCH_TIMEOUT" "$b" --quick ;;
         esac
         rc=$?
