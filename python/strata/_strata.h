@@ -2,7 +2,8 @@
  *
  * Owns: the object layouts of the module's types (Worker, Buffer, Tensor,
  * Arg, Orch, Run, Callable) and the calls one file of the module makes into
- * another (errors, tensors, callables, the GIL around strata calls).
+ * another (errors, tensors, callables, the GIL around strata calls, child
+ * Workers).
  * Must never: include a strata header other than the public ones
  * (include/strata/): the module is a client of the library.
  */

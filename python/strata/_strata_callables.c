@@ -1,7 +1,8 @@
 /* python/strata/_strata_callables.c - Python functions as strata callables.
  *
  * Owns: the module's table of registered functions (the index a
- * trampoline's user pointer carries), the shared table of their revivable
+ * trampoline's user pointer carries; one table per depth of child Worker
+ * processes), the shared table of their revivable
  * forms for children forked before they were registered, the Callable type
  * Worker.register_sub returns, and the sub function trampoline: the GIL,
  * the task's tensors as numpy arrays over the same memory, its scalars and

@@ -3,7 +3,9 @@
  *
  * Owns: Worker.submit (strata_worker_submit with the GIL released and a
  * trampoline that takes it to call the Python function), the Orch type (the
- * submit calls, alloc, scopes; invalid once the function returns), and the
+ * submit calls, alloc, scopes, task_args; invalid once the function returns;
+ * a child Worker's runs attach one over the child's strata_orch, and a task
+ * for a child carries the child's tag as its last scalar), and the
  * Run type (waits in slices with the GIL released so Ctrl-C is seen, the
  * run's error as an exception; it keeps every object whose memory the
  * run's tasks use alive until the run is finished).

@@ -5,7 +5,8 @@
  * every array over it: the buffer lives while any array or view of it does),
  * the Tensor type (runtime memory and chip views, which are not numpy
  * arrays), the dtype mapping, and the conversion of an array or view into a
- * strata_tensor (offset, shape and strides in elements).
+ * strata_tensor (offset, shape and strides in elements), also of a view of
+ * a parent task's tensor in a child Worker's run (the same buffer identity).
  * Must never: copy tensor data, or accept an array whose memory is not a
  * strata buffer's (a child could not see it).
  */

@@ -5,8 +5,10 @@
  * with the GIL released so sub workers can finish), the count of calls in
  * progress on other threads (the C worker is destroyed when the last of
  * them leaves a closed Worker, never under one), disowning a Worker a fork
- * inherited, Worker.array, the registration of sub functions and the lookup
- * of a callable's id.
+ * inherited, Worker.array, the registration of sub functions, chip programs
+ * and orchestration callables and the lookup of a callable's id, and the
+ * limits of a child Worker's view (changed inside its setup only, never
+ * closing the C worker its parent owns).
  * Must never: call into strata while holding the GIL where a strata thread
  * may need it to finish (close, destroy, waits), fork without the GIL, or
  * hand a Worker made by another process (an ancestor, before a fork) to
