@@ -281,3 +281,20 @@ def test_a_child_view_is_changed_inside_its_setup_only():
         assert kid == 0
     with pytest.raises(strata.Closed):
         views[0].register_sub(scale)              # the parent is gone
+
+
+@pytest.mark.parametrize("host", ["thread", "process"])
+def test_a_group_over_two_children_runs_one_run_on_each(host):
+    def l3(o):
+        out, k = o.task_args()
+        o.submit_sub(fill, strata.OUT_EXISTING(out), float(k))
+
+    with strata.Worker(level=4, sub_workers=1) as w:
+        kids = [w.add_child(host=host, sub_workers=1, setup=child_setup) for _ in range(2)]
+        cb = w.register_orch(l3)
+        x = w.array(8, np.float64)
+        w.run(lambda o: o.submit_next_level_group(
+            cb, [(strata.OUT_EXISTING(x[:4]), 1), (strata.OUT_EXISTING(x[4:]), 2)],
+            workers=kids))
+        assert list(x) == [1.0] * 4 + [2.0] * 4
+    no_children_left()
