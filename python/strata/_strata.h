@@ -224,6 +224,10 @@ int spy_child_tag_of(const strata_task_view *v, uint32_t *rec);
 /* After the parent's strata_worker_init failed: its process children's setup
  * exception texts appended to msg (new reference, or NULL with an exception). */
 PyObject *spy_children_init_error(SpyWorker *parent, const char *msg);
+/* A run error of parent that says a child's orchestration function failed
+ * "(no message)": the same with the Python exception's text there (new
+ * reference), or NULL (no exception set) when it names none. */
+PyObject *spy_children_run_error(SpyWorker *parent, const char *msg);
 /* When the parent's C worker is destroyed: its children's views are closed. */
 void spy_children_forget(SpyWorker *parent);
 /* Starts the worker if it is not yet; 0 or -1 with an exception. */

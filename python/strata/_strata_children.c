@@ -5,15 +5,17 @@
  * the children this process added (what a child's orchestration run is
  * told by: the tag its task carries as its last scalar), the trampoline of
  * orchestration callables (register_orch: one run of a child, built by a
- * Python function over the child's view), and the setup exception texts of
+ * Python function over the child's view), the setup exception texts of
  * process-hosted children (a shared page each, read by the parent when its
- * init fails).
+ * init fails), and the text of an exception in a child's orchestration
+ * function (a shared page each, spliced into the parent's run error).
  * Must never: close or destroy a child's C worker (its parent's C worker
  * owns it), use a view made by another process (a child process makes its
  * own in its setup), or hold the GIL outside a call into Python.
  */
 #include "_strata.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -25,6 +27,15 @@
 #define TAG_MASK 0xffffffffff000000ull
 #define TAG_INDEX 0x0000000000ffffffull
 #define PAGE_BYTES 4096u
+
+/* What a child's orchestration function raised, written where it ran (the
+ * child's thread or process), read by the parent when its run's error is
+ * raised. The text is written first, then run (release): a reader that sees
+ * run sees the text. The child runs one run at a time. */
+typedef struct {
+    _Atomic uint64_t run; /* the child's run id the text belongs to; 0: none */
+    char text[PAGE_BYTES - sizeof(uint64_t)];
+} orch_page;
 
 /* One child added by a Worker of this process (or, in a process child,
  * inherited from the parent as it was at the fork). Indexed by the
@@ -40,6 +51,7 @@ typedef struct {
     unsigned view_gen; /* spy_fork_generation of that process */
     char *error;       /* a thread child's setup exception text (PyMem_Raw) */
     char *page;        /* a process child's: a shared page the child writes */
+    orch_page *orch;   /* every child's: its last orchestration exception */
 } child_rec;
 
 static child_rec *recs;
@@ -231,6 +243,16 @@ PyObject *spy_worker_add_child(SpyWorker *self, PyObject *args, PyObject *kwin) 
         r->page = p;
         r->page[0] = '\0';
     }
+    void *op = mmap(NULL, PAGE_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (op == MAP_FAILED) {
+        PyErr_SetFromErrno(PyExc_OSError);
+        if (r->page)
+            munmap(r->page, PAGE_BYTES);
+        r->page = NULL;
+        r->parent = NULL;
+        goto out;
+    }
+    r->orch = op;
     cc.setup = child_setup;
     cc.setup_user = (void *)(uintptr_t)i;
     int id = -1;
@@ -248,6 +270,8 @@ PyObject *spy_worker_add_child(SpyWorker *self, PyObject *args, PyObject *kwin) 
         if (r->page)
             munmap(r->page, PAGE_BYTES);
         r->page = NULL;
+        munmap(r->orch, PAGE_BYTES);
+        r->orch = NULL;
         r->parent = NULL;
         Py_CLEAR(r->setup);
         goto out;
@@ -321,7 +345,40 @@ void spy_children_forget(SpyWorker *parent) {
         if (r->page)
             munmap(r->page, PAGE_BYTES);
         r->page = NULL;
+        if (r->orch)
+            munmap(r->orch, PAGE_BYTES);
+        r->orch = NULL;
     }
+}
+
+PyObject *spy_children_run_error(SpyWorker *parent, const char *msg) {
+    static const char none[] = "): (no message)";
+    for (uint32_t i = 0; msg && i < nrecs; i++) {
+        child_rec *r = &recs[i];
+        if (r->parent != parent || !r->orch || r->worker_id < 0)
+            continue;
+        uint64_t run = atomic_load_explicit(&r->orch->run, memory_order_acquire);
+        if (!run)
+            continue;
+        /* "... L4 worker <id> (<name>): task ... failed: run <run>: orchestration
+         * function failed (<status>): (no message)" */
+        char who[32], what[64];
+        snprintf(who, sizeof who, "worker %d (", r->worker_id);
+        snprintf(what, sizeof what, ": run %llu: orchestration function failed (",
+                 (unsigned long long)run);
+        const char *a = strstr(msg, who);
+        const char *b = a ? strstr(a, what) : NULL;
+        const char *c = b ? strstr(b, none) : NULL;
+        if (!c)
+            continue;
+        size_t head = (size_t)(c - msg) + 3; /* through "): " */
+        PyObject *h = PyUnicode_DecodeUTF8(msg, (Py_ssize_t)head, "replace");
+        PyObject *t =
+            h ? PyUnicode_FromFormat("%U%s%s", h, r->orch->text, c + sizeof none - 1) : NULL;
+        Py_XDECREF(h);
+        return t;
+    }
+    return NULL;
 }
 
 /* ---- a child's run ------------------------------------------------------------- */
@@ -351,17 +408,13 @@ int spy_child_orch_trampoline(strata_orch *o, void *user) {
             Py_XSETREF(view->child_keep, spy_orch_detach(orch));
         if (!r) {
             /* The run fails; its message cannot carry Python's text (the
-             * library takes it from its own calls), so the traceback goes
-             * where Python's unraisable errors go. */
+             * library takes it from its own calls): the text goes to the
+             * child's page, and the parent's run error gets it there. */
             char *text = spy_format_exception();
-            PySys_WriteStderr("strata: the orchestration function of a child Worker raised:\n");
-            if (text) {
-                PyObject *s = PyUnicode_FromString(text);
-                PyObject *err = PySys_GetObject("stderr");
-                if (s && err && err != Py_None)
-                    PyFile_WriteObject(s, err, Py_PRINT_RAW);
-                PyErr_Clear();
-                Py_XDECREF(s);
+            orch_page *pg = recs[ri].orch;
+            if (pg) {
+                snprintf(pg->text, sizeof pg->text, "%s", text ? text : "a Python exception");
+                atomic_store_explicit(&pg->run, strata_orch_run_id(o), memory_order_release);
             }
             PyMem_RawFree(text);
             rc = STRATA_ETASK;

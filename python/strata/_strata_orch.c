@@ -561,9 +561,22 @@ static void run_dealloc(SpyRun *self) {
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-static PyObject *run_raise(SpyRun *self, int rc) {
+/* The run's error text, with the exception of a child's orchestration
+ * function where the library has none (new reference), or NULL. */
+static PyObject *run_error_text(SpyRun *self) {
     const char *e = strata_run_error(self->run);
-    return spy_raise(rc, e && *e ? e : NULL);
+    if (!e || !*e)
+        return NULL;
+    PyObject *t = spy_children_run_error((SpyWorker *)self->worker, e);
+    return t ? t : PyUnicode_DecodeUTF8(e, (Py_ssize_t)strlen(e), "replace");
+}
+
+static PyObject *run_raise(SpyRun *self, int rc) {
+    PyObject *t = run_error_text(self);
+    const char *e = t ? PyUnicode_AsUTF8(t) : NULL;
+    PyObject *r = spy_raise(rc, e && *e ? e : NULL);
+    Py_XDECREF(t);
+    return r;
 }
 
 static uint64_t now_ns(void) {
@@ -658,10 +671,10 @@ static PyObject *run_stats(SpyRun *self, PyObject *u) {
 }
 
 static PyObject *run_error(SpyRun *self, PyObject *u) {
-    const char *e = strata_run_error(self->run);
-    if (!e || !*e)
+    PyObject *t = run_error_text(self);
+    if (!t && !PyErr_Occurred())
         Py_RETURN_NONE;
-    return PyUnicode_DecodeUTF8(e, (Py_ssize_t)strlen(e), "replace");
+    return t;
 }
 
 static PyObject *run_get_status(SpyRun *self, void *u) {

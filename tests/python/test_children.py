@@ -298,3 +298,28 @@ def test_a_group_over_two_children_runs_one_run_on_each(host):
             workers=kids))
         assert list(x) == [1.0] * 4 + [2.0] * 4
     no_children_left()
+
+
+def raising_program(o):
+    raise KeyError("no graph today")
+
+
+@pytest.mark.parametrize("host", ["thread", "process"])
+def test_an_exception_in_a_childs_orchestration_function_is_in_the_run_error(host):
+    with strata.Worker(level=4, sub_workers=1) as w:
+        kid = w.add_child(host=host, name="right", sub_workers=1, setup=child_setup)
+        bad = w.register_orch(raising_program, name="nograph")
+        ok = w.register_orch(late_program)
+        x = w.array(2, np.float64)
+        r = w.submit(lambda o: o.submit_next_level(bad, strata.INOUT(x), worker=kid))
+        with pytest.raises(strata.TaskFailed) as e:
+            r.wait()
+        msg = str(e.value)
+        assert msg.startswith("run 1: L4 worker 0 (right): task 'nograph' #1 failed: run 1: "
+                              "orchestration function failed (STRATA_ETASK): KeyError: 'no "
+                              "graph today'"), msg
+        assert "in raising_program" in msg and r.error() == msg
+        x[:] = 1
+        w.run(lambda o: o.submit_next_level(ok, strata.INOUT(x), worker=kid))   # it goes on
+        assert (x == 10.0).all()
+    no_children_left()
