@@ -1,7 +1,8 @@
 """strata: hierarchical task graphs from Python.
 
 The pure-Python layer over the C extension ``strata._strata``: the Worker
-context manager and its decorators, the revivable form of a function sent
+context manager and its decorators, the ChildWorker view a child Worker's
+setup receives (add_child), the revivable form of a function sent
 to process children started before it was registered, and the re-exports
 (tag wrappers, typed scalars, Tensor, Run, Orch, the exceptions).
 It must never reach into the library but through ``_strata``.
