@@ -1,7 +1,8 @@
 """strata: hierarchical task graphs from Python.
 
 The pure-Python layer over the C extension ``strata._strata``: the Worker
-context manager and its decorators, the revivable form of a function sent
+context manager and its decorators, the ChildWorker view a child Worker's
+setup receives (add_child), the revivable form of a function sent
 to process children started before it was registered, and the re-exports
 (tag wrappers, typed scalars, Tensor, Run, Orch, the exceptions).
 It must never reach into the library but through ``_strata``.
@@ -70,7 +71,7 @@ if _os.path.exists(_os.path.join(_os.path.dirname(__file__), "libstrata_test_ker
     SIM_TEST_KERNELS = _os.path.join(_os.path.dirname(__file__), "libstrata_test_kernels.so")
 
 __all__ = [
-    "Worker", "Run", "Orch", "Scope", "Tensor", "Callable", "Arg", "ChipBuffer", "ProgramCtx",
+    "Worker", "ChildWorker", "Run", "Orch", "Scope", "Tensor", "Callable", "Arg", "ChipBuffer", "ProgramCtx",
     "SIM_TEST_KERNELS", "MAX_TENSORS", "MAX_SCALARS", "MAX_PAYLOAD", "MAX_GROUP",
     "IN", "OUT", "INOUT", "OUT_EXISTING", "NO_DEP",
     "u64", "i64", "f64", "f32", "payload", "status_name", "unallocated",
@@ -173,6 +174,37 @@ class Worker(_strata.Worker):
             return _revivable(fn)
         return None
 
+    def add_child(self, host="thread", setup=None, name=None, **config):
+        """Add a child Worker (before init): an L3 under this L4. Returns its
+        worker id: tasks reach it with o.submit_next_level(orch_fn, ...,
+        worker=id), each one whole run of the child.
+
+        config: the child's own Worker keywords (sub_workers, sub_mode, ...).
+        setup(child) runs where the child lives (here for host="thread"; in
+        the child's process, forked at init, for host="process") and gets a
+        strata.ChildWorker: register the child's sub functions and chip
+        programs and add its chips there. An exception in it fails add_child
+        (host="thread") or init (host="process") with its traceback."""
+        child = super().add_child(host=host, setup=setup, name=name, **config)
+        if host == "process":
+            self._process_children = True
+        return child
+
+    def register_orch(self, fn, name=None):
+        """Register fn(o) as an orchestration callable: a child Worker runs
+        it as one whole run (o builds the child's graph; o.task_args() is the
+        parent task's arguments). Returns its strata.Callable."""
+        if not callable(fn):
+            raise TypeError(f"strata: register_orch: {fn!r} is not callable")
+        name = _default_name(fn) if name is None else name
+        return self._register(fn, name, 2, self._revivable_if_needed(fn))
+
+    def orch(self, fn=None, *, name=None):
+        """Decorator form of register_orch."""
+        if fn is None:
+            return lambda f: self.register_orch(f, name)
+        return self.register_orch(fn, name)
+
     def add_chip(self, backend="sim", host="thread", **config):
         """Add a chip (before init); returns its worker id for submit_next_level.
 
@@ -208,6 +240,26 @@ class Worker(_strata.Worker):
     def run(self, orch):
         """submit(orch) and wait: raises the run's error."""
         self.submit(orch).wait()
+
+
+class ChildWorker(Worker):
+    """The view of a child Worker that add_child's setup receives: register
+    its sub functions / chip programs and add its chips (and children) as on
+    a top-level Worker, inside the setup only. Its runs are its parent's
+    tasks: it has no init, submit, run or arrays of its own, and its parent
+    closes it."""
+
+    def __init__(self):  # made by the library (the setup trampoline) only
+        self._process_children = False
+
+    def __enter__(self):
+        raise StateError("strata: a child Worker is closed by its parent")
+
+    def __repr__(self):
+        return f"<strata.ChildWorker sub_mode={self.sub_mode!r}>"
+
+
+_strata._set_child_class(ChildWorker)
 
 
 @_atexit.register

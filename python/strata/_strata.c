@@ -50,7 +50,8 @@ PyMODINIT_FUNC PyInit__strata(void) {
         return NULL;
     if (check_version(m) < 0 || spy_errors_init(m) < 0 || spy_tensors_init(m) < 0 ||
         spy_args_init(m) < 0 || spy_callables_init(m) < 0 || spy_worker_init_types(m) < 0 ||
-        spy_orch_init_types(m) < 0 || spy_chips_init(m) < 0 || spy_fork_init() < 0) {
+        spy_orch_init_types(m) < 0 || spy_chips_init(m) < 0 || spy_children_init(m) < 0 ||
+        spy_fork_init() < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -2,7 +2,8 @@
  *
  * Owns: the object layouts of the module's types (Worker, Buffer, Tensor,
  * Arg, Orch, Run, Callable) and the calls one file of the module makes into
- * another (errors, tensors, callables, the GIL around strata calls).
+ * another (errors, tensors, callables, the GIL around strata calls, child
+ * Workers).
  * Must never: include a strata header other than the public ones
  * (include/strata/): the module is a client of the library.
  */
@@ -53,6 +54,10 @@ int spy_tensor_of(PyObject *obj, strata_tensor *out, PyObject **keep);
 int spy_is_array(PyObject *obj);
 /* A numpy array over a task's tensor (no copy); writable unless tag is IN. */
 PyObject *spy_task_array(const strata_tensor *t, int writable);
+/* A parent task's tensor as a child's orchestration function sees it: a
+ * numpy array over host memory (its views are tensors of the same buffer),
+ * or a Tensor for device memory. */
+PyObject *spy_task_tensor_object(const strata_tensor *t, int writable);
 /* A Tensor object for t. */
 PyObject *spy_tensor_new(const strata_tensor *t, PyObject *owner);
 /* 1 if obj is a Tensor without memory (strata.unallocated): OUT gives it
@@ -105,7 +110,7 @@ typedef struct {
     PyObject *name;
     PyObject *worker; /* weak in spirit: a borrowed identity check only */
     strata_callable id;
-    int kind; /* 0 sub, 1 chip program */
+    int kind; /* 0 sub, 1 chip program, 2 orchestration (a child Worker runs it) */
 } SpyCallable;
 extern PyTypeObject SpyCallable_Type;
 
@@ -113,6 +118,10 @@ extern PyTypeObject SpyCallable_Type;
  * user pointer. pickled: bytes to revive it in a child forked before it was
  * registered (NULL: none needed). 0 or -1 with an exception. */
 int spy_callables_add(PyObject *fn, PyObject *pickled, uint32_t worker, uint32_t *index);
+/* In a child Worker's process, before its setup registers anything: its
+ * registrations go to a table of its own (mapped here, before its own
+ * children are forked). 0 or -1 with an exception. */
+int spy_callables_child_process(void);
 /* A Worker's slot for its abort flag; 0 or -1 with an exception. */
 int spy_worker_slot(uint32_t *slot);
 /* Fails every task of the Worker in `slot` that starts from now on. */
@@ -163,6 +172,11 @@ typedef struct {
     uint32_t lanes_at_close[2];            /* sub_workers, next_level before the close */
     int trace_status;                      /* strata_worker_trace_status at destroy */
     char trace_error[256];                 /* its message */
+    /* A child Worker's view (Worker.add_child's setup): w is the inner worker,
+     * owned by the parent's C worker, never closed or destroyed from here. */
+    int child;            /* 1 for a child's view */
+    int setup_open;       /* its setup is running: the only time it may be changed */
+    PyObject *child_keep; /* what the child's last run uses (replaced by the next run) */
 } SpyWorker;
 extern PyTypeObject SpyWorker_Type;
 extern PyTypeObject SpyOrch_Type;
@@ -181,6 +195,41 @@ void spy_worker_leave(SpyWorker *self);
 /* 1 when the Worker was made by this process (not inherited by a fork). */
 int spy_worker_owned(const SpyWorker *self);
 int spy_orch_init_types(PyObject *module);
+/* The worker configuration keywords of Worker(...) into *cfg (left as given
+ * where absent); *path keeps the trace path's bytes alive (Py_XDECREF it
+ * after the config is used). 0 or -1 with an exception. */
+int spy_worker_config_parse(PyObject *args, PyObject *kw, const char *fname,
+                            strata_worker_config *cfg, PyObject **path);
+/* A run of orch(o) over an existing strata_orch: the Orch object given to a
+ * Python orchestration function (worker: the Worker whose callables it
+ * names). New reference; its o is cleared by spy_orch_detach. */
+PyObject *spy_orch_attach(SpyWorker *worker, strata_orch *o, int hidden_scalar);
+/* Ends the call: the Orch is invalid from here; returns its keep list (new
+ * reference). */
+PyObject *spy_orch_detach(PyObject *orch);
+
+/* ---- child Workers (_strata_children.c) ----------------------------------- */
+
+int spy_children_init(PyObject *module);
+PyObject *spy_worker_add_child(SpyWorker *self, PyObject *args, PyObject *kw);
+/* The orchestration trampoline registered with strata_worker_register_orch:
+ * one run of a child Worker, built by a Python function. */
+int spy_child_orch_trampoline(strata_orch *o, void *user);
+/* Submit of an orchestration callable to next-level worker `worker_id` of
+ * self: the hidden last scalar that names the child (-1 with ValueError when
+ * worker_id is not a child Worker of self). */
+int spy_child_tag(SpyWorker *self, int worker_id, uint64_t *tag);
+/* 1 if a task view's last scalar is a child tag (the scalar is not the user's). */
+int spy_child_tag_of(const strata_task_view *v, uint32_t *rec);
+/* After the parent's strata_worker_init failed: its process children's setup
+ * exception texts appended to msg (new reference, or NULL with an exception). */
+PyObject *spy_children_init_error(SpyWorker *parent, const char *msg);
+/* A run error of parent that says a child's orchestration function failed
+ * "(no message)": the same with the Python exception's text there (new
+ * reference), or NULL (no exception set) when it names none. */
+PyObject *spy_children_run_error(SpyWorker *parent, const char *msg);
+/* When the parent's C worker is destroyed: its children's views are closed. */
+void spy_children_forget(SpyWorker *parent);
 /* Starts the worker if it is not yet; 0 or -1 with an exception. */
 int spy_worker_ensure_init(SpyWorker *self);
 /* Worker.submit: the Run of orch(o). */
@@ -188,6 +237,10 @@ PyObject *spy_worker_submit(SpyWorker *self, PyObject *orch);
 /* The callable id of fn for worker self (a Callable or a registered
  * function); -1 with TypeError / ValueError set. */
 int spy_callable_id(SpyWorker *self, PyObject *fn, int kind, strata_callable *out);
+/* The same, and the kind it has (kind 1 finds chip programs and
+ * orchestration callables: both are next-level callables). */
+int spy_callable_find(SpyWorker *self, PyObject *fn, int kind, strata_callable *out,
+                      int *found_kind);
 
 /* ---- chips (_strata_chips.c) --------------------------------------------- */
 

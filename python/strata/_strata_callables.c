@@ -1,7 +1,8 @@
 /* python/strata/_strata_callables.c - Python functions as strata callables.
  *
  * Owns: the module's table of registered functions (the index a
- * trampoline's user pointer carries), the shared table of their revivable
+ * trampoline's user pointer carries; one table per depth of child Worker
+ * processes), the shared table of their revivable
  * forms for children forked before they were registered, the Callable type
  * Worker.register_sub returns, and the sub function trampoline: the GIL,
  * the task's tensors as numpy arrays over the same memory, its scalars and
@@ -87,11 +88,24 @@ typedef struct {
 static _Atomic uint32_t *aborted;
 static uint32_t nworkers;
 
-static shared_slot *shared;
-/* This process's functions by index. A child's copy holds those registered
- * before it was forked; later ones are revived from `shared` on first use. */
-static PyObject **fns;
-static uint32_t nfns, capfns;
+/* One table per process depth of child Workers: a child Worker's process
+ * (add_child(host="process")) registers its own functions in a table of
+ * its own, mapped before its own children are forked, so its indices never
+ * meet those its parent registers later in the parent's table (which it
+ * still reads: an orchestration callable the parent registers after init
+ * is revived from there). An index is the table's depth << 24 | the slot. */
+#define TABLES 8u
+#define INDEX_BITS 24
+typedef struct {
+    shared_slot *shared; /* MAP_SHARED, made by the process that owns the depth */
+    /* This process's functions by slot. A child's copy holds those
+     * registered before it was forked; later ones are revived from
+     * `shared` on first use. */
+    PyObject **fns;
+    uint32_t nfns, capfns;
+} fn_table;
+static fn_table tables[TABLES];
+static uint32_t depth;   /* the table this process registers in */
 static PyObject *revive; /* strata._revive(bytes) -> function (the Python layer's) */
 
 int spy_worker_slot(uint32_t *slot) {
@@ -112,76 +126,109 @@ void spy_worker_abort_clear(uint32_t slot) {
     atomic_store(&aborted[slot], 0);
 }
 
+static shared_slot *map_table(void) {
+    void *p = mmap(NULL, (size_t)SHARED_SLOTS * sizeof(shared_slot), PROT_READ | PROT_WRITE,
+                   MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+int spy_callables_child_process(void) {
+    if (depth + 1 >= TABLES) {
+        PyErr_Format(PyExc_RuntimeError, "strata: child Worker processes nested deeper than %u",
+                     TABLES - 1);
+        return -1;
+    }
+    shared_slot *p = map_table();
+    if (!p) {
+        PyErr_SetFromErrno(PyExc_OSError);
+        return -1;
+    }
+    depth++;
+    tables[depth].shared = p;
+    tables[depth].fns = NULL; /* nothing of this depth was inherited */
+    tables[depth].nfns = tables[depth].capfns = 0;
+    return 0;
+}
+
+static int grow(fn_table *t, uint32_t need) {
+    if (need < t->capfns)
+        return 0;
+    uint32_t cap = t->capfns ? t->capfns : 64;
+    while (cap <= need)
+        cap *= 2;
+    PyObject **p = PyMem_RawRealloc(t->fns, cap * sizeof *p);
+    if (!p) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    memset(p + t->capfns, 0, (cap - t->capfns) * sizeof *p);
+    t->fns = p;
+    t->capfns = cap;
+    return 0;
+}
+
 int spy_callables_add(PyObject *fn, PyObject *pickled, uint32_t worker, uint32_t *index) {
-    if (nfns >= SHARED_SLOTS) {
+    fn_table *t = &tables[depth];
+    if (t->nfns >= SHARED_SLOTS) {
         PyErr_Format(PyExc_ValueError, "strata: more than %u functions registered", SHARED_SLOTS);
         return -1;
     }
     if (pickled) {
-        if (!PyBytes_Check(pickled) || (size_t)PyBytes_GET_SIZE(pickled) > sizeof shared[0].bytes) {
+        if (!PyBytes_Check(pickled) ||
+            (size_t)PyBytes_GET_SIZE(pickled) > sizeof t->shared[0].bytes) {
             PyErr_Format(PyExc_ValueError,
                          "strata: %R is too large to send to a running process child (%zu "
                          "bytes at most): register it before the Worker starts",
-                         fn, sizeof shared[0].bytes);
+                         fn, sizeof t->shared[0].bytes);
             return -1;
         }
     }
-    if (nfns == capfns) {
-        uint32_t cap = capfns ? capfns * 2 : 64;
-        PyObject **p = PyMem_RawRealloc(fns, cap * sizeof *p);
-        if (!p) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        memset(p + capfns, 0, (cap - capfns) * sizeof *p);
-        fns = p;
-        capfns = cap;
-    }
-    uint32_t i = nfns++;
-    shared[i].worker = worker;
+    if (grow(t, t->nfns) < 0)
+        return -1;
+    uint32_t i = t->nfns++;
+    t->shared[i].worker = worker;
     if (pickled) {
-        memcpy(shared[i].bytes, PyBytes_AS_STRING(pickled), (size_t)PyBytes_GET_SIZE(pickled));
+        memcpy(t->shared[i].bytes, PyBytes_AS_STRING(pickled), (size_t)PyBytes_GET_SIZE(pickled));
         atomic_thread_fence(memory_order_release);
-        shared[i].len = (uint32_t)PyBytes_GET_SIZE(pickled);
+        t->shared[i].len = (uint32_t)PyBytes_GET_SIZE(pickled);
     }
     Py_INCREF(fn);
-    fns[i] = fn;
-    *index = i;
+    t->fns[i] = fn;
+    *index = depth << INDEX_BITS | i;
     return 0;
 }
 
-/* The function of index i in this process (borrowed), reviving one
+static shared_slot *slot_of(uint32_t index) {
+    uint32_t d = index >> INDEX_BITS, i = index & ((1u << INDEX_BITS) - 1);
+    return d < TABLES && tables[d].shared && i < SHARED_SLOTS ? &tables[d].shared[i] : NULL;
+}
+
+/* The function of an index in this process (borrowed), reviving one
  * registered after this child was forked. */
-PyObject *spy_callables_lookup(uint32_t i) {
-    if (i < capfns && fns[i])
-        return fns[i];
-    if (i >= SHARED_SLOTS || shared[i].len == 0 || !revive) {
+PyObject *spy_callables_lookup(uint32_t index) {
+    uint32_t d = index >> INDEX_BITS, i = index & ((1u << INDEX_BITS) - 1);
+    fn_table *t = d < TABLES ? &tables[d] : NULL;
+    if (t && i < t->capfns && t->fns[i])
+        return t->fns[i];
+    shared_slot *sl = slot_of(index);
+    if (!sl || sl->len == 0 || !revive) {
         PyErr_Format(PyExc_RuntimeError,
                      "strata: function %u was registered after this process child started "
                      "and cannot be revived here",
-                     i);
+                     index);
         return NULL;
     }
     atomic_thread_fence(memory_order_acquire);
-    PyObject *b = PyBytes_FromStringAndSize(shared[i].bytes, shared[i].len);
+    PyObject *b = PyBytes_FromStringAndSize(sl->bytes, sl->len);
     PyObject *fn = b ? PyObject_CallOneArg(revive, b) : NULL;
     Py_XDECREF(b);
     if (!fn)
         return NULL;
-    if (i >= capfns) {
-        uint32_t cap = capfns ? capfns : 64;
-        while (cap <= i)
-            cap *= 2;
-        PyObject **p = PyMem_RawRealloc(fns, cap * sizeof *p);
-        if (!p) {
-            Py_DECREF(fn);
-            return PyErr_NoMemory();
-        }
-        memset(p + capfns, 0, (cap - capfns) * sizeof *p);
-        fns = p;
-        capfns = cap;
+    if (grow(t, i) < 0) {
+        Py_DECREF(fn);
+        return NULL;
     }
-    fns[i] = fn;
+    t->fns[i] = fn;
     return fn;
 }
 
@@ -288,7 +335,8 @@ char *spy_format_exception(void) {
 
 int spy_sub_trampoline(const strata_task_view *v, void *user) {
     uint32_t i = (uint32_t)(uintptr_t)user;
-    if (atomic_load_explicit(&aborted[shared[i].worker], memory_order_relaxed)) {
+    shared_slot *sl = slot_of(i);
+    if (sl && atomic_load_explicit(&aborted[sl->worker], memory_order_relaxed)) {
         strata_task_set_error("KeyboardInterrupt: the Worker was interrupted");
         return 1;
     }
@@ -378,22 +426,21 @@ void spy_callables_after_foreign_fork(void) {
      * tables stay shared, as before: the child keeps working. */
     size_t sb = (size_t)SHARED_SLOTS * sizeof(shared_slot);
     size_t ab = (size_t)SHARED_SLOTS * sizeof *aborted;
-    void *s2 =
-        mmap(NULL, sb, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     void *a2 = mmap(NULL, ab, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    if (s2 == MAP_FAILED || a2 == MAP_FAILED) {
-        if (s2 != MAP_FAILED)
-            munmap(s2, sb);
-        if (a2 != MAP_FAILED)
-            munmap(a2, ab);
+    if (a2 == MAP_FAILED)
         return;
-    }
-    memcpy(s2, shared, (size_t)nfns * sizeof(shared_slot));
     memcpy(a2, (void *)aborted, (size_t)nworkers * sizeof *aborted);
-    munmap(shared, sb);
     munmap((void *)aborted, ab);
-    shared = s2;
     aborted = a2;
+    for (uint32_t d = 0; d <= depth; d++) {
+        void *s2 = mmap(NULL, sb, PROT_READ | PROT_WRITE,
+                        MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (s2 == MAP_FAILED)
+            return;
+        memcpy(s2, tables[d].shared, (size_t)tables[d].nfns * sizeof(shared_slot));
+        munmap(tables[d].shared, sb);
+        tables[d].shared = s2;
+    }
 }
 
 int spy_callables_init(PyObject *module) {
@@ -401,15 +448,13 @@ int spy_callables_init(PyObject *module) {
         PyErr_SetString(PyExc_ImportError, "strata: pthread_key_create failed");
         return -1;
     }
-    void *p = mmap(NULL, (size_t)SHARED_SLOTS * sizeof(shared_slot), PROT_READ | PROT_WRITE,
-                   MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (p == MAP_FAILED) {
+    tables[0].shared = map_table();
+    if (!tables[0].shared) {
         PyErr_SetFromErrno(PyExc_ImportError);
         return -1;
     }
-    shared = p;
-    p = mmap(NULL, (size_t)SHARED_SLOTS * sizeof *aborted, PROT_READ | PROT_WRITE,
-             MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    void *p = mmap(NULL, (size_t)SHARED_SLOTS * sizeof *aborted, PROT_READ | PROT_WRITE,
+                   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) {
         PyErr_SetFromErrno(PyExc_ImportError);
         return -1;

@@ -3,7 +3,9 @@
  *
  * Owns: Worker.submit (strata_worker_submit with the GIL released and a
  * trampoline that takes it to call the Python function), the Orch type (the
- * submit calls, alloc, scopes; invalid once the function returns), and the
+ * submit calls, alloc, scopes, task_args; invalid once the function returns;
+ * a child Worker's runs attach one over the child's strata_orch, and a task
+ * for a child carries the child's tag as its last scalar), and the
  * Run type (waits in slices with the GIL released so Ctrl-C is seen, the
  * run's error as an exception; it keeps every object whose memory the
  * run's tasks use alive until the run is finished).
@@ -25,6 +27,7 @@ typedef struct {
     PyObject_HEAD strata_orch *o; /* NULL once the orchestration function returned */
     SpyWorker *worker;
     PyObject *keep; /* list: objects the run's tasks use */
+    int hidden;     /* a child's run: its task's last scalar names the child (not the user's) */
 } SpyOrch;
 
 typedef struct {
@@ -151,6 +154,24 @@ static int call_config(PyObject *kw, strata_call_config *cfg, int *worker, PyObj
     return 0;
 }
 
+/* A task for a child Worker carries, as its last scalar, the tag that tells
+ * the child's orchestration trampoline which child view's callables the
+ * Python function names (task_args() leaves it out). */
+static int add_child_tag(spy_items *it, SpyWorker *w, int worker_id) {
+    uint64_t tag;
+    if (spy_child_tag(w, worker_id, &tag) < 0)
+        return -1;
+    if (it->nitems >= sizeof it->items / sizeof it->items[0]) {
+        PyErr_SetString(PyExc_ValueError, "strata: too many arguments");
+        return -1;
+    }
+    strata_arg *a = &it->items[it->nitems++];
+    memset(a, 0, sizeof *a);
+    a->kind = STRATA_ARG_U64;
+    a->v.u64 = tag;
+    return 0;
+}
+
 static PyObject *orch_submit_next_level(SpyOrch *self, PyObject *args, PyObject *kw) {
     if (orch_live(self) < 0)
         return NULL;
@@ -158,7 +179,8 @@ static PyObject *orch_submit_next_level(SpyOrch *self, PyObject *args, PyObject 
     if (n < 1)
         return PyErr_Format(PyExc_TypeError, "Orch.submit_next_level(fn, *args): fn is missing");
     strata_callable fn;
-    if (spy_callable_id(self->worker, PyTuple_GET_ITEM(args, 0), 1, &fn) < 0)
+    int kind;
+    if (spy_callable_find(self->worker, PyTuple_GET_ITEM(args, 0), 1, &fn, &kind) < 0)
         return NULL;
     strata_call_config cfg;
     int worker = 0;
@@ -169,11 +191,39 @@ static PyObject *orch_submit_next_level(SpyOrch *self, PyObject *args, PyObject 
     PyObject *rest = PyTuple_GetSlice(args, 1, n);
     int rc = rest ? spy_items_add(&it, rest, 0) : -1;
     Py_XDECREF(rest);
-    if (rc < 0)
+    if (rc < 0 || (kind == 2 && add_child_tag(&it, self->worker, worker) < 0))
         return NULL;
     strata_orch *o = self->o;
     SUBMIT(strata_orch_submit_next_level_items(o, fn, &cfg, worker, it.items, it.nitems));
     Py_RETURN_NONE;
+}
+
+static int group_child_items(spy_items *it, PyObject *members, PyObject *workers, SpyWorker *w,
+                             int *n) {
+    PyObject *seq = PySequence_Fast(members, "strata: a group's members must be a sequence");
+    PyObject *ids = seq ? PySequence_Fast(workers, "submit_next_level_group: workers must be a "
+                                                   "sequence")
+                        : NULL;
+    int rc = seq && ids ? 0 : -1;
+    Py_ssize_t m = rc == 0 ? PySequence_Fast_GET_SIZE(seq) : 0;
+    if (rc == 0 && (m < 1 || m > STRATA_MAX_GROUP || PySequence_Fast_GET_SIZE(ids) != m)) {
+        PyErr_Format(PyExc_ValueError,
+                     "strata: a group of %zd members (1..%d) needs as many workers", m,
+                     STRATA_MAX_GROUP);
+        rc = -1;
+    }
+    for (Py_ssize_t i = 0; rc == 0 && i < m; i++) {
+        long id = PyLong_AsLong(PySequence_Fast_GET_ITEM(ids, i));
+        rc = (id == -1 && PyErr_Occurred())
+                 ? -1
+                 : spy_items_add(it, PySequence_Fast_GET_ITEM(seq, i), (int)i);
+        if (rc == 0)
+            rc = add_child_tag(it, w, (int)id);
+    }
+    Py_XDECREF(seq);
+    Py_XDECREF(ids);
+    *n = (int)m;
+    return rc;
 }
 
 static PyObject *orch_submit_next_level_group(SpyOrch *self, PyObject *args, PyObject *kw) {
@@ -183,7 +233,8 @@ static PyObject *orch_submit_next_level_group(SpyOrch *self, PyObject *args, PyO
     if (orch_live(self) < 0)
         return NULL;
     strata_callable fn;
-    if (spy_callable_id(self->worker, fnobj, 1, &fn) < 0)
+    int kind;
+    if (spy_callable_find(self->worker, fnobj, 1, &fn, &kind) < 0)
         return NULL;
     strata_call_config cfg;
     PyObject *workers = NULL;
@@ -192,10 +243,14 @@ static PyObject *orch_submit_next_level_group(SpyOrch *self, PyObject *args, PyO
     spy_items it;
     items_start(&it, self);
     int m;
-    if (members_items(&it, members, &m) < 0)
-        return NULL;
     if (!workers)
         return PyErr_Format(PyExc_TypeError, "submit_next_level_group: workers= is required");
+    if (kind == 2) { /* each member for a child Worker: its items, then its child's tag */
+        if (group_child_items(&it, members, workers, self->worker, &m) < 0)
+            return NULL;
+    } else if (members_items(&it, members, &m) < 0) {
+        return NULL;
+    }
     int ids[STRATA_MAX_GROUP];
     PyObject *seq = PySequence_Fast(workers, "submit_next_level_group: workers must be a sequence");
     if (!seq)
@@ -265,7 +320,53 @@ static PyObject *orch_run_id(SpyOrch *self, void *u) {
     return PyLong_FromUnsignedLongLong(strata_orch_run_id(self->o));
 }
 
+/* In a child Worker's run: the parent task's arguments, in the order a sub
+ * function receives them (host tensors as numpy arrays over the same
+ * memory, writable unless IN, usable as tensors of the child's tasks;
+ * device tensors as strata.Tensor; scalars; the payload), as a tuple. None
+ * in a run submitted directly. */
+static PyObject *orch_task_args(SpyOrch *self, PyObject *unused) {
+    if (orch_live(self) < 0)
+        return NULL;
+    const strata_task_view *v = strata_orch_task_args(self->o);
+    if (!v)
+        Py_RETURN_NONE;
+    uint32_t rec, nscalars = v->nscalars;
+    if (self->hidden && spy_child_tag_of(v, &rec))
+        nscalars--;
+    Py_ssize_t n = (Py_ssize_t)v->ntensors + nscalars + (v->payload ? 1 : 0);
+    PyObject *t = PyTuple_New(n);
+    if (!t)
+        return NULL;
+    Py_ssize_t k = 0;
+    for (uint32_t i = 0; i < v->ntensors; i++) {
+        PyObject *x = spy_task_tensor_object(&v->tensors[i], v->tags[i] != STRATA_IN);
+        if (!x)
+            goto fail;
+        PyTuple_SET_ITEM(t, k++, x);
+    }
+    for (uint32_t i = 0; i < nscalars; i++) {
+        PyObject *x = spy_scalar_object(v->scalar_types[i], v->scalars[i]);
+        if (!x)
+            goto fail;
+        PyTuple_SET_ITEM(t, k++, x);
+    }
+    if (v->payload) {
+        PyObject *x = PyBytes_FromStringAndSize(v->payload, v->payload_bytes);
+        if (!x)
+            goto fail;
+        PyTuple_SET_ITEM(t, k++, x);
+    }
+    return t;
+fail:
+    Py_DECREF(t);
+    return NULL;
+}
+
 static PyMethodDef orch_methods[] = {
+    {"task_args", (PyCFunction)orch_task_args, METH_NOARGS,
+     "task_args(): in a child Worker's run, the parent task's arguments (tensors as numpy "
+     "arrays over the same memory, then scalars, then the payload); None in a direct run."},
     {"submit_sub", (PyCFunction)(void (*)(void))orch_submit_sub, METH_FASTCALL,
      "submit_sub(fn, *args): one task for any idle sub worker."},
     {"submit_sub_group", (PyCFunction)orch_submit_sub_group, METH_VARARGS,
@@ -273,7 +374,8 @@ static PyMethodDef orch_methods[] = {
      "members[i] is member i's argument sequence."},
     {"submit_next_level", (PyCFunction)(void (*)(void))orch_submit_next_level,
      METH_VARARGS | METH_KEYWORDS,
-     "submit_next_level(prog, *args, worker=0, block_dim=0): one task for a chip."},
+     "submit_next_level(fn, *args, worker=0, block_dim=0): one task for a chip (fn a chip "
+     "program) or a child Worker (fn an orchestration callable: one run of the child)."},
     {"submit_next_level_group", (PyCFunction)(void (*)(void))orch_submit_next_level_group,
      METH_VARARGS | METH_KEYWORDS,
      "submit_next_level_group(prog, members, workers=[...], block_dim=0)."},
@@ -459,9 +561,22 @@ static void run_dealloc(SpyRun *self) {
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-static PyObject *run_raise(SpyRun *self, int rc) {
+/* The run's error text, with the exception of a child's orchestration
+ * function where the library has none (new reference), or NULL. */
+static PyObject *run_error_text(SpyRun *self) {
     const char *e = strata_run_error(self->run);
-    return spy_raise(rc, e && *e ? e : NULL);
+    if (!e || !*e)
+        return NULL;
+    PyObject *t = spy_children_run_error((SpyWorker *)self->worker, e);
+    return t ? t : PyUnicode_DecodeUTF8(e, (Py_ssize_t)strlen(e), "replace");
+}
+
+static PyObject *run_raise(SpyRun *self, int rc) {
+    PyObject *t = run_error_text(self);
+    const char *e = t ? PyUnicode_AsUTF8(t) : NULL;
+    PyObject *r = spy_raise(rc, e && *e ? e : NULL);
+    Py_XDECREF(t);
+    return r;
 }
 
 static uint64_t now_ns(void) {
@@ -556,10 +671,10 @@ static PyObject *run_stats(SpyRun *self, PyObject *u) {
 }
 
 static PyObject *run_error(SpyRun *self, PyObject *u) {
-    const char *e = strata_run_error(self->run);
-    if (!e || !*e)
+    PyObject *t = run_error_text(self);
+    if (!t && !PyErr_Occurred())
         Py_RETURN_NONE;
-    return PyUnicode_DecodeUTF8(e, (Py_ssize_t)strlen(e), "replace");
+    return t;
 }
 
 static PyObject *run_get_status(SpyRun *self, void *u) {
@@ -636,6 +751,7 @@ static PyObject *submit_held(SpyWorker *self, PyObject *fn) {
     if (!orch)
         return NULL;
     orch->o = NULL;
+    orch->hidden = 0;
     Py_INCREF(self);
     orch->worker = self;
     orch->keep = PyList_New(0);
@@ -677,6 +793,31 @@ static PyObject *submit_held(SpyWorker *self, PyObject *fn) {
     orch->keep = NULL;
     Py_DECREF(orch);
     return (PyObject *)r;
+}
+
+PyObject *spy_orch_attach(SpyWorker *worker, strata_orch *o, int hidden_scalar) {
+    SpyOrch *orch = PyObject_New(SpyOrch, &SpyOrch_Type);
+    if (!orch)
+        return NULL;
+    orch->o = o;
+    orch->hidden = hidden_scalar;
+    Py_INCREF(worker);
+    orch->worker = worker;
+    orch->keep = PyList_New(0);
+    if (!orch->keep) {
+        orch->o = NULL;
+        Py_DECREF(orch);
+        return NULL;
+    }
+    return (PyObject *)orch;
+}
+
+PyObject *spy_orch_detach(PyObject *obj) {
+    SpyOrch *orch = (SpyOrch *)obj;
+    orch->o = NULL;
+    PyObject *keep = orch->keep;
+    orch->keep = NULL;
+    return keep;
 }
 
 int spy_orch_init_types(PyObject *module) {

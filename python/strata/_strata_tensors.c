@@ -5,7 +5,8 @@
  * every array over it: the buffer lives while any array or view of it does),
  * the Tensor type (runtime memory and chip views, which are not numpy
  * arrays), the dtype mapping, and the conversion of an array or view into a
- * strata_tensor (offset, shape and strides in elements).
+ * strata_tensor (offset, shape and strides in elements), also of a view of
+ * a parent task's tensor in a child Worker's run (the same buffer identity).
  * Must never: copy tensor data, or accept an array whose memory is not a
  * strata buffer's (a child could not see it).
  */
@@ -284,9 +285,63 @@ static SpyBuffer *buffer_under(PyArrayObject *a) {
     return base && Py_IS_TYPE(base, &SpyBuffer_Type) ? (SpyBuffer *)base : NULL;
 }
 
+/* The Tensor under an array of a parent task's tensor (Orch.task_args), or NULL. */
+static SpyTensor *task_tensor_under(PyArrayObject *a) {
+    PyObject *base = PyArray_BASE(a);
+    while (base && PyArray_Check(base))
+        base = PyArray_BASE((PyArrayObject *)base);
+    return base && Py_IS_TYPE(base, &SpyTensor_Type) && ((SpyTensor *)base)->t.base
+               ? (SpyTensor *)base
+               : NULL;
+}
+
+/* A view of a parent task's tensor: the same buffer (base, size, identity),
+ * its own offset, shape and strides; every element inside the buffer. */
+static int task_view_tensor(PyArrayObject *a, SpyTensor *under, int dt, int rank,
+                            const int64_t *shape, const int64_t *strides, strata_tensor *out) {
+    const strata_tensor *t = &under->t;
+    ptrdiff_t off = PyArray_BYTES(a) - (const char *)t->base;
+    int64_t item = (int64_t)strata_dtype_size((strata_dtype)dt);
+    int64_t last = 0;
+    for (int i = 0; i < rank; i++)
+        last += (shape[i] - 1) * strides[i];
+    if (off < 0 || off % item != 0 ||
+        (uint64_t)off + (uint64_t)((last + 1) * item) > t->buffer_bytes) {
+        PyErr_SetString(PyExc_ValueError,
+                        "strata: the view does not lie inside its task tensor's buffer");
+        return -1;
+    }
+    *out = *t;
+    out->offset = (uint64_t)off;
+    out->dtype = (uint8_t)dt;
+    out->rank = (uint8_t)rank;
+    for (int i = 0; i < STRATA_MAX_RANK; i++) {
+        out->shape[i] = i < rank ? shape[i] : 0;
+        out->strides[i] = i < rank ? strides[i] : 0;
+    }
+    return 0;
+}
+
+PyObject *spy_task_tensor_object(const strata_tensor *t, int writable) {
+    if (t->mem != STRATA_MEM_HOST)
+        return spy_tensor_new(t, NULL); /* device memory: a Tensor, as a chip program sees it */
+    PyObject *owner = spy_tensor_new(t, NULL);
+    PyObject *a = owner ? spy_task_array(t, writable) : NULL;
+    if (!a) {
+        Py_XDECREF(owner);
+        return NULL;
+    }
+    if (PyArray_SetBaseObject((PyArrayObject *)a, owner) < 0) { /* steals owner */
+        Py_DECREF(a);
+        return NULL;
+    }
+    return a;
+}
+
 static int array_tensor(PyArrayObject *a, strata_tensor *out, PyObject **keep) {
     SpyBuffer *b = buffer_under(a);
-    if (!b) {
+    SpyTensor *under = b ? NULL : task_tensor_under(a);
+    if (!b && !under) {
         PyErr_SetString(PyExc_ValueError,
                         "strata: a tensor argument must be an array from Worker.array (or a "
                         "view of one): other memory is not visible to the sub workers");
@@ -306,7 +361,7 @@ static int array_tensor(PyArrayObject *a, strata_tensor *out, PyObject **keep) {
         PyErr_SetString(PyExc_ValueError, "strata: an empty array is not a tensor");
         return -1;
     }
-    const char *base = strata_buffer_data(b->buf);
+    const char *base = b ? strata_buffer_data(b->buf) : (const char *)under->t.base;
     const char *data = PyArray_BYTES(a);
     npy_intp item = PyArray_ITEMSIZE(a);
     ptrdiff_t off = data - base;
@@ -337,6 +392,12 @@ static int array_tensor(PyArrayObject *a, strata_tensor *out, PyObject **keep) {
             strides[i] = s / item;
         }
         next = strides[i] * shape[i];
+    }
+    if (under) {
+        if (task_view_tensor(a, under, dt, rank, shape, strides, out) < 0)
+            return -1;
+        *keep = (PyObject *)under;
+        return 0;
     }
     int rc = strata_tensor_view(b->buf, (uint64_t)off, (strata_dtype)dt, rank, shape, strides, out);
     if (rc != STRATA_OK) {

@@ -5,8 +5,10 @@
  * with the GIL released so sub workers can finish), the count of calls in
  * progress on other threads (the C worker is destroyed when the last of
  * them leaves a closed Worker, never under one), disowning a Worker a fork
- * inherited, Worker.array, the registration of sub functions and the lookup
- * of a callable's id.
+ * inherited, Worker.array, the registration of sub functions, chip programs
+ * and orchestration callables and the lookup of a callable's id, and the
+ * limits of a child Worker's view (changed inside its setup only, never
+ * closing the C worker its parent owns).
  * Must never: call into strata while holding the GIL where a strata thread
  * may need it to finish (close, destroy, waits), fork without the GIL, or
  * hand a Worker made by another process (an ancestor, before a fork) to
@@ -53,7 +55,11 @@ static int get_u64(PyObject *v, const char *name, uint64_t max, uint64_t *out) {
     return 0;
 }
 
-static int worker_init_obj(SpyWorker *self, PyObject *args, PyObject *kw) {
+/* The C worker's configuration from keyword arguments (Worker(...) and
+ * Worker.add_child(...) take the same ones); *path holds the trace path's
+ * bytes until the config is used (Py_XDECREF it). 0 or -1 with an exception. */
+int spy_worker_config_parse(PyObject *args, PyObject *kw, const char *fname,
+                            strata_worker_config *cfgp, PyObject **pathp) {
     static char *names[] = {"sub_workers",
                             "sub_mode",
                             "pipeline_depth",
@@ -70,16 +76,14 @@ static int worker_init_obj(SpyWorker *self, PyObject *args, PyObject *kw) {
                             "collect_stats",
                             NULL};
     PyObject *v[14] = {0};
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|$OOOOOOOOOOOOOO:Worker", names, &v[0], &v[1],
-                                     &v[2], &v[3], &v[4], &v[5], &v[6], &v[7], &v[8], &v[9], &v[10],
-                                     &v[11], &v[12], &v[13]))
+    char format[64];
+    snprintf(format, sizeof format, "|$OOOOOOOOOOOOOO:%s", fname);
+    *pathp = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, format, names, &v[0], &v[1], &v[2], &v[3], &v[4],
+                                     &v[5], &v[6], &v[7], &v[8], &v[9], &v[10], &v[11], &v[12],
+                                     &v[13]))
         return -1;
-    if (self->w) {
-        PyErr_SetString(PyExc_RuntimeError, "strata.Worker: __init__ called twice");
-        return -1;
-    }
-    strata_worker_config cfg;
-    strata_worker_config_init(&cfg);
+    strata_worker_config cfg = *cfgp;
     uint64_t x;
     x = cfg.sub_workers;
     if (get_u64(v[0], "sub_workers", UINT32_MAX, &x) < 0)
@@ -135,6 +139,21 @@ static int worker_init_obj(SpyWorker *self, PyObject *args, PyObject *kw) {
         }
         cfg.collect_stats = t;
     }
+    *cfgp = cfg;
+    *pathp = path;
+    return 0;
+}
+
+static int worker_init_obj(SpyWorker *self, PyObject *args, PyObject *kw) {
+    if (self->w) {
+        PyErr_SetString(PyExc_RuntimeError, "strata.Worker: __init__ called twice");
+        return -1;
+    }
+    strata_worker_config cfg;
+    strata_worker_config_init(&cfg);
+    PyObject *path;
+    if (spy_worker_config_parse(args, kw, "Worker", &cfg, &path) < 0)
+        return -1;
     int rc = strata_worker_create(&cfg, &self->w);
     Py_XDECREF(path);
     if (rc != STRATA_OK) {
@@ -164,6 +183,12 @@ static int check_open(SpyWorker *self) {
     }
     if (self->closed || !self->w) {
         PyErr_SetString(spy_error_class(STRATA_ECLOSED), "strata.Worker: the worker was closed");
+        return -1;
+    }
+    if (self->child && !self->setup_open) {
+        PyErr_SetString(spy_error_class(STRATA_ESTATE),
+                        "strata: a child Worker's view is used inside its setup only (register "
+                        "its functions and add its chips there)");
         return -1;
     }
     return 0;
@@ -205,7 +230,7 @@ static void destroy_if_idle(SpyWorker *self) {
         snprintf(self->trace_error, sizeof self->trace_error, "%s", m ? m : "");
     }
     Py_BEGIN_ALLOW_THREADS strata_worker_destroy(w); /* closed already: frees only */
-    Py_END_ALLOW_THREADS
+    Py_END_ALLOW_THREADS spy_children_forget(self);  /* their workers went with it */
 }
 
 void spy_worker_leave(SpyWorker *self) {
@@ -216,13 +241,24 @@ void spy_worker_leave(SpyWorker *self) {
 int spy_worker_ensure_init(SpyWorker *self) {
     if (check_open(self) < 0)
         return -1;
+    if (self->child) {
+        PyErr_SetString(spy_error_class(STRATA_ESTATE),
+                        "strata: a child Worker is started by its parent and runs the tasks the "
+                        "parent sends it (submit_next_level); it takes no runs of its own");
+        return -1;
+    }
     if (self->initialized)
         return 0;
     /* The GIL stays held: a process child is forked in here, and its one
      * thread must be the one holding the interpreter (_strata_fork.c). */
     int rc = spy_with_fork_hooks(strata_worker_init, self->w);
     if (rc != STRATA_OK) {
-        spy_raise(rc, NULL);
+        /* a process child's setup exception is told through its own page */
+        PyObject *msg = spy_children_init_error(self, strata_error_message());
+        if (msg) {
+            spy_raise(rc, PyUnicode_AsUTF8(msg));
+            Py_DECREF(msg);
+        }
         return -1;
     }
     self->initialized = 1;
@@ -237,8 +273,9 @@ static void shut(SpyWorker *self) {
     if (self->closed || !self->w)
         return;
     self->closed = 1;
-    if (!spy_worker_owned(self)) {
+    if (!spy_worker_owned(self) || self->child) { /* a child's worker is its parent's */
         self->w = NULL;
+        spy_children_forget(self); /* not this process's to stop, or gone with the parent */
         return;
     }
     strata_worker *w = self->w;
@@ -260,6 +297,7 @@ static void worker_dealloc(SpyWorker *self) {
     shut(self);
     PyMem_RawFree(self->final_stats);
     Py_XDECREF(self->callables);
+    Py_XDECREF(self->child_keep);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -285,6 +323,10 @@ static PyObject *worker_array(SpyWorker *self, PyObject *args, PyObject *kw) {
     PyObject *shape, *dtype = NULL;
     if (!PyArg_ParseTupleAndKeywords(args, kw, "O|O:array", names, &shape, &dtype))
         return NULL;
+    if (self->child)
+        return PyErr_Format(spy_error_class(STRATA_ESTATE),
+                            "strata: Worker.array on a child Worker: make the arrays with the "
+                            "top-level Worker (every child sees them)");
     if (spy_worker_enter(self) < 0)
         return NULL;
     PyObject *dt = dtype ? dtype : (PyObject *)&PyFloat_Type;
@@ -317,7 +359,7 @@ static PyObject *register_fn(SpyWorker *self, PyObject *fn, PyObject *name, int 
     if (!cname)
         return NULL;
     uint32_t index;
-    if (kind != 0 && kind != 1)
+    if (kind != 0 && kind != 1 && kind != 2)
         return PyErr_Format(PyExc_ValueError, "strata: unknown callable kind %d", kind);
     if (spy_callables_add(fn, revivable == Py_None ? NULL : revivable, self->slot, &index) < 0)
         return NULL;
@@ -325,6 +367,10 @@ static PyObject *register_fn(SpyWorker *self, PyObject *fn, PyObject *name, int 
     int rc;
     if (kind == 1) {
         rc = spy_worker_register_program(self, cname, index, &id);
+    } else if (kind == 2) {
+        Py_BEGIN_ALLOW_THREADS rc = strata_worker_register_orch(
+            self->w, cname, spy_child_orch_trampoline, (void *)(uintptr_t)index, &id);
+        Py_END_ALLOW_THREADS
     } else {
         Py_BEGIN_ALLOW_THREADS rc = strata_worker_register_sub(self->w, cname, spy_sub_trampoline,
                                                                (void *)(uintptr_t)index, &id);
@@ -350,6 +396,11 @@ static PyObject *register_fn(SpyWorker *self, PyObject *fn, PyObject *name, int 
 }
 
 int spy_callable_id(SpyWorker *self, PyObject *fn, int kind, strata_callable *out) {
+    return spy_callable_find(self, fn, kind, out, NULL);
+}
+
+int spy_callable_find(SpyWorker *self, PyObject *fn, int kind, strata_callable *out,
+                      int *found_kind) {
     PyObject *c = fn;
     if (!Py_IS_TYPE(fn, &SpyCallable_Type)) {
         c = PyDict_GetItemWithError(self->callables, fn);
@@ -367,13 +418,17 @@ int spy_callable_id(SpyWorker *self, PyObject *fn, int kind, strata_callable *ou
         PyErr_Format(PyExc_ValueError, "strata: %R is registered with another Worker", fn);
         return -1;
     }
-    if (sc->kind != kind) {
-        PyErr_Format(PyExc_TypeError, "strata: %R is a %s, not a %s", fn,
-                     sc->kind ? "chip program" : "sub function",
-                     kind ? "chip program" : "sub function");
+    static const char *kinds[] = {"sub function", "chip program", "orchestration callable"};
+    /* a next-level task (kind 1) names a chip program or, for a child Worker,
+     * an orchestration callable */
+    if (sc->kind != kind && !(kind == 1 && sc->kind == 2)) {
+        PyErr_Format(PyExc_TypeError, "strata: %R is a %s, not a %s", fn, kinds[sc->kind],
+                     kind ? "chip program or orchestration callable" : "sub function");
         return -1;
     }
     *out = sc->id;
+    if (found_kind)
+        *found_kind = sc->kind;
     return 0;
 }
 
@@ -464,6 +519,9 @@ static PyObject *get_sub_slots(SpyWorker *self, void *u) {
     return PyLong_FromUnsignedLong(
         self->w && spy_worker_owned(self) ? strata_worker_sub_slots(self->w) : 0);
 }
+static PyObject *get_is_child(SpyWorker *self, void *u) {
+    return PyBool_FromLong(self->child);
+}
 static PyObject *get_sub_mode(SpyWorker *self, void *u) {
     return PyUnicode_FromString(self->mode == STRATA_HOST_PROCESS ? "process" : "thread");
 }
@@ -473,6 +531,8 @@ static PyGetSetDef worker_getset[] = {
     {"closed", (getter)get_closed, NULL, "True once closed", NULL},
     {"sub_slots", (getter)get_sub_slots, NULL, "distinct worker indices task bodies may see", NULL},
     {"sub_mode", (getter)get_sub_mode, NULL, "\"thread\" or \"process\"", NULL},
+    {"is_child", (getter)get_is_child, NULL, "True for a child Worker's view (add_child's setup)",
+     NULL},
     {NULL},
 };
 
@@ -486,6 +546,9 @@ static PyMethodDef worker_methods[] = {
     {"array", (PyCFunction)(void (*)(void))worker_array, METH_VARARGS | METH_KEYWORDS,
      "array(shape, dtype=float): a zeroed numpy array on memory every child sees."},
     {"_register", (PyCFunction)worker_register, METH_VARARGS, NULL},
+    {"add_child", (PyCFunction)(void (*)(void))spy_worker_add_child, METH_VARARGS | METH_KEYWORDS,
+     "add_child(host=\"thread\", setup=None, name=None, **worker config): before init; a child "
+     "Worker (L4 -> L3); returns its worker id for submit_next_level."},
     {"add_chip", (PyCFunction)(void (*)(void))spy_worker_add_chip, METH_VARARGS | METH_KEYWORDS,
      "add_chip(backend=\"sim\", host=\"thread\", kernel_module=None, device_id=0, "
      "sim_cores=2, pipeline_depth=0, **sim knobs): before init; returns the chip's worker id."},
