@@ -122,6 +122,7 @@ static int make_session(strata_worker *parent, mpi_session **out) {
     s->l4 = parent;
     s->my_rank = strata_mpi_rank();
     pthread_mutex_init(&s->ctrl_mu, NULL);
+    pthread_mutex_init(&s->writes_mu, NULL);
     st_dir_init(&s->dir);
     *out = s;
     return STRATA_OK;
@@ -177,6 +178,9 @@ int st_mpi_child_add(strata_worker *parent, const strata_child_config *cfg, int 
              ep->rank);
     ep->index = s->n;
     s->eps[s->n++] = ep;
+    if (fresh) { /* before init: no dispatch yet */
+        st_worker_set_dispatch_observer(parent, st_mpi_observe_dispatch, s);
+    }
     return STRATA_OK;
 }
 
@@ -316,6 +320,7 @@ static void mpi_failed(done_list *dl, mpi_ep *ep, const char *call, int rc) {
 /* QUEUED -> SENT: the frame (digest + arguments), then each IN tensor's bytes. */
 static void send_task(done_list *dl, mpi_ep *ep, int slot) {
     mpi_task *t = &ep->task[slot];
+    st_mpi_apply_local_writes(ep->s); /* before any placement reads the directory */
     const strata_task_args *a = t->d.args;
     st_mpi_hdr h;
     st_mpi_hdr_init(&h, ST_MPI_TASK, ep->base.worker_id);
@@ -861,7 +866,10 @@ static void session_stop_thread(mpi_session *s) {
 }
 
 static void session_free(mpi_session *s) {
+    st_worker_set_dispatch_observer(s->l4, NULL, NULL); /* it dispatches no more: destroyed */
     pthread_mutex_destroy(&s->ctrl_mu);
+    pthread_mutex_destroy(&s->writes_mu);
+    st_free(s->writes);
     st_dir_free(&s->dir);
     st_free(s);
 }
