@@ -128,7 +128,13 @@ int st_mpi_place_tensor(mpi_ep *ep, mpi_task *t, int slot, uint32_t i, mpi_ep **
     }
     uint64_t run = t->d.run_id + 1;
     int valid = 1;
-    if (e->checked_run != run) { /* first use in this run: the program may have written it */
+    mpi_ep *peer = NULL;
+    if (e->checked_run != run && !st_dir_holds(e, ep->index) && st_xfer_contiguous(x) &&
+        (peer = live_holder(s, e, ep)) != NULL) {
+        /* first use in this run, from another rank: the move starts now and the
+         * check runs while it goes (st_mpi_verify_copies, before any other placement) */
+        t->verify |= 1ull << i;
+    } else if (e->checked_run != run) { /* first use in this run: the program may have written it */
         st_digest d;
         if (!host_digest(x, &t->tmp[i], &d)) {
             pl->kind = ST_PLACE_ROOT;
@@ -146,11 +152,11 @@ int st_mpi_place_tensor(mpi_ep *ep, mpi_task *t, int slot, uint32_t i, mpi_ep **
         pl->kind = ST_PLACE_CACHED | (written ? ST_PLACE_KEEP : 0);
         return MPI_SUCCESS;
     }
-    mpi_ep *from = valid ? live_holder(s, e, ep) : NULL;
+    mpi_ep *from = peer ? peer : valid ? live_holder(s, e, ep) : NULL;
     int keep = make_room(s, ep, e->bytes);
     int rc = MPI_SUCCESS;
     if (from) {
-        pl->kind = ST_PLACE_PEER;
+        pl->kind = ST_PLACE_PEER | (peer ? ST_PLACE_VERIFY : 0);
         pl->src = from->rank;
         st_mpi_hdr h;
         st_mpi_hdr_init(&h, ST_MPI_SEND_TO, from->base.worker_id);
@@ -168,6 +174,50 @@ int st_mpi_place_tensor(mpi_ep *ep, mpi_task *t, int slot, uint32_t i, mpi_ep **
     if (keep) {
         pl->kind |= ST_PLACE_KEEP;
         hold(ep, e); /* valid there once its bytes arrive; a later task there waits for them */
+    }
+    return rc;
+}
+
+int st_mpi_verify_copies(mpi_ep *ep, mpi_task *t, int slot) {
+    if (!t->verify)
+        return MPI_SUCCESS;
+    mpi_session *s = ep->s;
+    const strata_task_args *a = t->d.args;
+    uint64_t stale = 0;
+    for (uint32_t i = 0; i < a->ntensors; i++) {
+        if (!(t->verify >> i & 1))
+            continue;
+        const strata_tensor *x = &a->tensors[i];
+        st_mpi_place *pl = &t->place[i];
+        st_digest d = st_digest_bytes(strata_tensor_data(x), st_xfer_bytes(x)); /* contiguous */
+        st_dir_entry *e = st_dir_find(&s->dir, x);
+        if (!e || e->id != pl->id) { /* cannot happen between placement and here; stay safe */
+            stale |= 1ull << i;
+            continue;
+        }
+        if (!st_digest_equal(&d, &e->digest)) { /* written since: the reader gets it from here */
+            stale |= 1ull << i;
+            drop_holders(s, e, (pl->kind & ST_PLACE_KEEP) ? ep->index : -1);
+            e->digest = d;
+        }
+        e->checked_run = t->d.run_id + 1;
+    }
+    st_mpi_hdr h;
+    st_mpi_hdr_init(&h, ST_MPI_VERDICT, ep->base.worker_id);
+    h.seq = t->d.dispatch_id;
+    h.slot = (uint32_t)slot;
+    h.arg0 = t->verify;
+    h.arg1 = stale;
+    st_mpi_hdr_put(t->verdict, &h);
+    int rc = MPI_Isend(t->verdict, ST_MPI_HDR_BYTES, MPI_BYTE, ep->rank, ST_MPI_TAG_FRAME,
+                       st_mpi_comm(), &t->req[t->nreq++]);
+    for (uint32_t i = 0; rc == MPI_SUCCESS && i < a->ntensors; i++) {
+        if (!(stale >> i & 1))
+            continue;
+        uint64_t n = st_xfer_bytes(&a->tensors[i]);
+        rc = MPI_Isend(strata_tensor_data(&a->tensors[i]), (int)n, MPI_BYTE, ep->rank,
+                       ST_MPI_TAG_DATA0 + slot * 64 + (int)i, st_mpi_comm(), &t->req[t->nreq++]);
+        atomic_fetch_add(&ep->bytes_sent, n);
     }
     return rc;
 }

@@ -353,6 +353,7 @@ static void send_task(done_list *dl, mpi_ep *ep, int slot) {
         }
     }
     t->nreq = 0;
+    t->verify = 0;
     for (uint32_t i = 0; i < a->ntensors; i++) {
         mpi_ep *asked = NULL;
         rc = st_mpi_place_tensor(ep, t, slot, i, &asked);
@@ -405,6 +406,10 @@ static void send_task(done_list *dl, mpi_ep *ep, int slot) {
         }
         atomic_fetch_add(&ep->bytes_sent, n);
     }
+    /* the frame and the SEND_TOs are out: the copies move while they are checked */
+    rc = st_mpi_verify_copies(ep, t, slot);
+    if (rc != MPI_SUCCESS)
+        mpi_failed(dl, ep, "MPI_Isend of a verdict", rc);
 }
 
 /* A DONE frame: post the receives of the OUT tensors (straight into the L4's

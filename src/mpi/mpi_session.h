@@ -49,8 +49,12 @@ typedef struct mpi_task {
     st_dispatch d; /* d.args, d.callable, d.cfg stay valid until the completion */
     uint32_t seq;
     int nreq;
-    MPI_Request req[3 * STRATA_MAX_TENSORS + 1]; /* frame, IN sends, SEND_TOs, OUT receives */
-    st_mpi_place place[STRATA_MAX_TENSORS];      /* where each tensor's bytes come from */
+    MPI_Request req[3 * STRATA_MAX_TENSORS + 2]; /* frame, IN sends (or a stale copy's
+                                                    bytes again), SEND_TOs, the VERDICT, OUT
+                                                    receives */
+    uint64_t verify; /* tensors placed PEER | ST_PLACE_VERIFY (bit i: tensor i) */
+    uint8_t verdict[ST_MPI_HDR_BYTES];
+    st_mpi_place place[STRATA_MAX_TENSORS]; /* where each tensor's bytes come from */
     uint8_t sendto[STRATA_MAX_TENSORS][ST_MPI_HDR_BYTES];
     void *tmp[STRATA_MAX_TENSORS];     /* packed strided views going out (freed at the end) */
     void *tmp_out[STRATA_MAX_TENSORS]; /* strided results coming in, unpacked at the end */
@@ -151,6 +155,12 @@ void st_mpi_observe_dispatch(void *ctx, st_endpoint *ep, const st_dispatch *d);
 /* The recorded writes applied to the directory: the copies they overlap are
  * dropped (progress thread, st_mpi_lock held; before placing a task). */
 void st_mpi_apply_local_writes(mpi_session *s);
+
+/* After task t's frame and data went out: the copies placed for checking
+ * (t->verify) are checked against the host bytes, the directory updated, the
+ * VERDICT sent, and a stale copy's bytes sent again from here (mpi_copies.c;
+ * progress thread, st_mpi_lock held). MPI_SUCCESS or the MPI error. */
+int st_mpi_verify_copies(mpi_ep *ep, mpi_task *t, int slot);
 
 /* After task t on ep ended (ok: it succeeded and its OUT bytes are in the
  * host's buffer): copies its writes made stale go, its own kept copies are

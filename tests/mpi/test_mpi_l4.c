@@ -9,7 +9,8 @@
  * bytes each rank received counted; IN / OUT / INOUT of strided views; remote
  * memory (malloc, copy_to, tasks on it in two runs, copy_from, refused on the
  * other child, free); a sub task of the L4 writing, within one run, a view
- * a rank keeps a copy of; overlapping runs; random graphs over both children
+ * a rank keeps a copy of; a copy checked while it moves (valid, stale);
+ * overlapping runs; random graphs over both children
  * against a sequential oracle; close with runs in flight.
  * With STRATA_TEST_LOCAL=1 the same program runs with process-hosted children
  * on one rank (the switch the guide describes), counters aside.
@@ -470,6 +471,45 @@ static void l4_sub_write_in_a_run(l4 *f) {
     tgraph_close(&g);
 }
 
+/* A copy's first use in a run, from another rank, is checked while it moves:
+ * unchanged on the host, rank 2 runs on the bytes rank 1 sent; written on
+ * the host between runs, rank 2 takes the bytes from rank 0 again (after rank
+ * 1's stale ones arrived) and its task sees the new ones. */
+static void verified_moves(l4 *f) {
+    if (f->local)
+        return; /* nothing moves */
+    tgraph g;
+    tgraph_open(&g, f);
+    int32_t model[NBUF][TILES * T];
+    const uint64_t tile = T * sizeof(int32_t);
+    tview w0[2] = {{2, 0, 1, STRATA_IN}, {0, 0, 1, STRATA_OUT}}; /* child 0: buf0[0] <- buf2[0] */
+    tview r1[2] = {{0, 0, 1, STRATA_IN}, {1, 0, 1, STRATA_OUT}}; /* child 1: buf1[0] <- buf0[0] */
+    st_mpi_traffic before[2], after[2];
+    tgraph_fill(&g, model, 13);
+    for (int stale = 0; stale < 2; stale++) {
+        g.ntasks = 0;
+        add_task(&g, 0, 2, w0); /* rank 1 holds the view; rank 2's copy (if any) goes */
+        MT_OK(strata_worker_run(f->w, tgraph_orch, &g));
+        oracle(&g, model);
+        if (stale) /* the program writes the host's bytes between runs */
+            ((int32_t *)strata_buffer_data(g.buf[0]))[7] = model[0][7] = 5151;
+        g.ntasks = 0;
+        add_task(&g, 1, 2, r1);
+        traffic(f, before);
+        MT_OK(strata_worker_run(f->w, tgraph_orch, &g));
+        traffic(f, after);
+        oracle(&g, model);
+        tgraph_check(&g, model,
+                     stale ? "a stale copy checked while it moved"
+                           : "a valid copy checked while it moved");
+        MT_CHECK(DELTA(from_peers, 1) == tile && DELTA(from_root, 1) == (stale ? tile : 0),
+                 "%s: rank 2 got %llu bytes from rank 1 and %llu from rank 0",
+                 stale ? "stale" : "valid", (unsigned long long)DELTA(from_peers, 1),
+                 (unsigned long long)DELTA(from_root, 1));
+    }
+    tgraph_close(&g);
+}
+
 /* RAW, WAW, WAR across the two ranks: each chain's bytes and order checked. */
 static void cross_rank_dependencies(l4 *f) {
     tgraph g;
@@ -741,6 +781,7 @@ int main(int argc, char **argv) {
     cross_rank_dependencies(&f);
     rank_to_rank(&f);
     l4_sub_write_in_a_run(&f);
+    verified_moves(&f);
     remote_memory(&f);
     overlapping_runs(&f);
     registered_after_init(&f);
