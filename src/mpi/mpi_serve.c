@@ -740,6 +740,13 @@ static int received(server *sv, serve_task *t) {
     return 1;
 }
 
+/* The run of t is over: DONE (and its OUT data) to rank 0. */
+static void finish_run(server *sv, serve_task *t, int slot) {
+    t->status = st_worker_child_finish(t->run, t->msg, sizeof t->msg);
+    t->run = NULL;
+    send_done(sv, t, slot);
+}
+
 /* A VERDICT on a task's copies checked while they moved (mpi_frame.h). */
 static void take_verdict(server *sv, const st_mpi_hdr *h) {
     serve_task *t = h->slot < ST_MPI_SLOTS ? &sv->task[h->slot] : NULL;
@@ -767,18 +774,22 @@ static int step_tasks(server *sv) {
             if (t->status == STRATA_OK)
                 t->status = st_worker_child_start(sv->inner, sv->ep->base.label, t->ci, &t->args,
                                                   &t->run, t->msg, sizeof t->msg);
-            if (t->status == STRATA_OK)
-                t->state = S_RUN;
-            else
+            if (t->status != STRATA_OK) {
                 send_done(sv, t, k);
+                break;
+            }
+            t->state = S_RUN;
+            /* a run whose orchestration ran here and left nothing to wait for
+             * (no task, or tasks already done) is answered in this pass: not
+             * after another probe of the loop */
+            if (strata_run_done(t->run))
+                finish_run(sv, t, k);
             break;
         case S_RUN:
             if (!strata_run_done(t->run))
                 break;
             did = 1;
-            t->status = st_worker_child_finish(t->run, t->msg, sizeof t->msg);
-            t->run = NULL;
-            send_done(sv, t, k);
+            finish_run(sv, t, k);
             break;
         case S_SEND:
             MPI_Testall(t->nreq, t->req, &flag, MPI_STATUSES_IGNORE);

@@ -52,6 +52,7 @@ typedef struct mpi_task {
     MPI_Request req[3 * STRATA_MAX_TENSORS + 2]; /* frame, IN sends (or a stale copy's
                                                     bytes again), SEND_TOs, the VERDICT, OUT
                                                     receives */
+    int finished;    /* progress thread: in the pass's done list (pushed, then FREE) */
     uint64_t verify; /* tensors placed PEER | ST_PLACE_VERIFY (bit i: tensor i) */
     uint8_t verdict[ST_MPI_HDR_BYTES];
     st_mpi_place place[STRATA_MAX_TENSORS]; /* where each tensor's bytes come from */
