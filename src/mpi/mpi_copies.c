@@ -129,8 +129,14 @@ int st_mpi_place_tensor(mpi_ep *ep, mpi_task *t, int slot, uint32_t i, mpi_ep **
     uint64_t run = t->d.run_id + 1;
     int valid = 1;
     mpi_ep *peer = NULL;
-    if (e->checked_run != run && !st_dir_holds(e, ep->index) && st_xfer_contiguous(x) &&
-        (peer = live_holder(s, e, ep)) != NULL) {
+    int checking = 0; /* an earlier tensor of this task moves this copy under a check */
+    for (uint32_t j = 0; j < i && !checking; j++)
+        checking = (t->verify >> j & 1) && t->place[j].id == e->id;
+    if (checking) {
+        /* valid as far as this task goes: the VERDICT covers it, and a copy the
+         * reader keeps is the one being filled (a stale one is filled again) */
+    } else if (e->checked_run != run && !st_dir_holds(e, ep->index) && st_xfer_contiguous(x) &&
+               (peer = live_holder(s, e, ep)) != NULL) {
         /* first use in this run, from another rank: the move starts now and the
          * check runs while it goes (st_mpi_verify_copies, before any other placement) */
         t->verify |= 1ull << i;
@@ -189,6 +195,14 @@ int st_mpi_verify_copies(mpi_ep *ep, mpi_task *t, int slot) {
             continue;
         const strata_tensor *x = &a->tensors[i];
         st_mpi_place *pl = &t->place[i];
+        int seen = 0; /* the same view twice in one task: the first check's word holds */
+        for (uint32_t j = 0; j < i && !seen; j++)
+            if ((t->verify >> j & 1) && t->place[j].id == pl->id) {
+                stale |= (stale >> j & 1) << i;
+                seen = 1;
+            }
+        if (seen)
+            continue;
         st_digest d = st_digest_bytes(strata_tensor_data(x), st_xfer_bytes(x)); /* contiguous */
         st_dir_entry *e = st_dir_find(&s->dir, x);
         if (!e || e->id != pl->id) { /* cannot happen between placement and here; stay safe */

@@ -483,7 +483,9 @@ static void verified_moves(l4 *f) {
     int32_t model[NBUF][TILES * T];
     const uint64_t tile = T * sizeof(int32_t);
     tview w0[2] = {{2, 0, 1, STRATA_IN}, {0, 0, 1, STRATA_OUT}}; /* child 0: buf0[0] <- buf2[0] */
-    tview r1[2] = {{0, 0, 1, STRATA_IN}, {1, 0, 1, STRATA_OUT}}; /* child 1: buf1[0] <- buf0[0] */
+    /* child 1: buf1[0] <- buf0[0] read twice (the second reads the copy the first
+     * fills: one check holds for both) */
+    tview r1[3] = {{0, 0, 1, STRATA_IN}, {0, 0, 1, STRATA_IN}, {1, 0, 1, STRATA_OUT}};
     st_mpi_traffic before[2], after[2];
     tgraph_fill(&g, model, 13);
     for (int stale = 0; stale < 2; stale++) {
@@ -494,7 +496,7 @@ static void verified_moves(l4 *f) {
         if (stale) /* the program writes the host's bytes between runs */
             ((int32_t *)strata_buffer_data(g.buf[0]))[7] = model[0][7] = 5151;
         g.ntasks = 0;
-        add_task(&g, 1, 2, r1);
+        add_task(&g, 1, 3, r1);
         traffic(f, before);
         MT_OK(strata_worker_run(f->w, tgraph_orch, &g));
         traffic(f, after);
