@@ -90,6 +90,8 @@ static void dispatch_member(strata_worker *w, st_slot *s, uint16_t m, st_endpoin
     };
     if (ep->ops->progress && atomic_fetch_add(&w->poll_inflight, 1) == 0)
         st_event_bump(&w->sched_ev); /* the scheduler thread starts polling */
+    if (w->dispatch_observer)        /* before the endpoint may complete it */
+        w->dispatch_observer(w->dispatch_observer_ctx, ep, &d);
     ep->ops->dispatch(ep, &d);
 }
 

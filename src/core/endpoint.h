@@ -81,6 +81,15 @@ typedef struct st_dispatch {
     const strata_call_config *cfg; /* never NULL */
 } st_dispatch;
 
+/* An observer of every dispatch the engine makes (strata_worker's
+ * dispatch_observer): called under the engine lock just before
+ * ep->ops->dispatch(ep, d), with the same record; it must not block or call
+ * back into the engine. The MPI layer sets one (mpi_endpoint.c) to learn the
+ * host tensors written by tasks that do not go to its children, so the
+ * copies its ranks keep of those bytes are dropped. NULL when none: the
+ * engine pays one load and a branch per dispatch. */
+typedef void (*st_dispatch_observer_fn)(void *ctx, st_endpoint *ep, const st_dispatch *d);
+
 /* A completion record. Endpoints own these (one per task they can hold at
  * once) and fill one per dispatch or rejection; the engine links them into its
  * completion list. A record is reused only once `queued` is back to
@@ -340,6 +349,10 @@ strata_host_mode st_worker_sub_mode(const strata_worker *w);
 /* Internal registration of a next-level endpoint on a worker before init
  * (chips and the test endpoint use this). The worker takes ownership. */
 int st_worker_add_endpoint(strata_worker *w, st_endpoint *ep, int *worker_id_out);
+
+/* Set (fn) or clear (NULL) w's dispatch observer (st_dispatch_observer_fn):
+ * before init, or once w dispatches no more (takes the engine lock). */
+void st_worker_set_dispatch_observer(strata_worker *w, st_dispatch_observer_fn fn, void *ctx);
 
 /* Next-level endpoint `worker_id` of w, or NULL if there is none (takes the engine lock). */
 st_endpoint *st_worker_next_endpoint(strata_worker *w, int worker_id);

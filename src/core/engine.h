@@ -143,6 +143,11 @@ struct strata_worker {
     _Atomic int poll_inflight; /* tasks in flight on poll-driven endpoints */
     _Atomic int stopping;
 
+    /* st_worker_set_dispatch_observer (the MPI layer, when it adds a child):
+     * written and read under the engine lock (core/endpoint.h). */
+    st_dispatch_observer_fn dispatch_observer;
+    void *dispatch_observer_ctx;
+
     st_hook_fn hooks[ST_HOOK_COUNT];
     void *hook_ctx[ST_HOOK_COUNT];
 

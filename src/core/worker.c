@@ -232,6 +232,13 @@ int st_worker_add_endpoint(strata_worker *w, st_endpoint *ep, int *worker_id_out
     return STRATA_OK;
 }
 
+void st_worker_set_dispatch_observer(strata_worker *w, st_dispatch_observer_fn fn, void *ctx) {
+    st_engine_lock(w);
+    w->dispatch_observer = fn;
+    w->dispatch_observer_ctx = ctx;
+    st_engine_unlock(w);
+}
+
 st_endpoint *st_worker_next_endpoint(strata_worker *w, int worker_id) {
     st_engine_lock(w);
     st_endpoint *ep = worker_id >= 0 && worker_id < w->nnext ? w->next[worker_id].ep : NULL;

@@ -6,13 +6,15 @@
  * is sent a SEND_TO and sends it straight to the child, never through rank
  * 0; otherwise rank 0 sends it) and whether the child keeps its copy (a
  * per-child budget, oldest copies dropped first); the digest check that
- * makes a copy valid (the host bytes it stands for are unchanged, whoever
- * could have written them); after a task, the copies its writes made stale
- * (dropped at their holders, the drop sent with each holder's next task)
- * and the writer's own copy.
+ * makes a copy valid at its first use in a run (the program may have written
+ * the host bytes between runs); after a task, the copies its writes made
+ * stale (dropped at their holders, the drop sent with each holder's next
+ * task) and the writer's own copy; the writes of tasks that go to no MPI
+ * child (recorded at their dispatch, applied before the next placement).
  * Must never: be called by any thread but the session's progress thread
- * (under st_mpi_lock), or leave a holder recorded for a copy the child does
- * not keep.
+ * (under st_mpi_lock; the dispatch observer aside, which only appends to
+ * the session's write record), or leave a holder recorded for a copy the
+ * child does not keep.
  */
 #include <string.h>
 
@@ -124,26 +126,43 @@ int st_mpi_place_tensor(mpi_ep *ep, mpi_task *t, int slot, uint32_t i, mpi_ep **
             pl->kind = ST_PLACE_NONE | ST_PLACE_KEEP;
         return MPI_SUCCESS;
     }
-    st_digest d;
-    if (!host_digest(x, &t->tmp[i], &d)) {
-        pl->kind = ST_PLACE_ROOT;
-        return MPI_SUCCESS;
-    }
-    int valid = st_digest_equal(&d, &e->digest);
-    if (!valid) { /* written since the copies were made (or never copied): they go */
-        drop_holders(s, e, -1);
-        e->digest = d;
+    uint64_t run = t->d.run_id + 1;
+    int valid = 1;
+    mpi_ep *peer = NULL;
+    int checking = 0; /* an earlier tensor of this task moves this copy under a check */
+    for (uint32_t j = 0; j < i && !checking; j++)
+        checking = (t->verify >> j & 1) && t->place[j].id == e->id;
+    if (checking) {
+        /* valid as far as this task goes: the VERDICT covers it, and a copy the
+         * reader keeps is the one being filled (a stale one is filled again) */
+    } else if (e->checked_run != run && !st_dir_holds(e, ep->index) && st_xfer_contiguous(x) &&
+               (peer = live_holder(s, e, ep)) != NULL) {
+        /* first use in this run, from another rank: the move starts now and the
+         * check runs while it goes (st_mpi_verify_copies, before any other placement) */
+        t->verify |= 1ull << i;
+    } else if (e->checked_run != run) { /* first use in this run: the program may have written it */
+        st_digest d;
+        if (!host_digest(x, &t->tmp[i], &d)) {
+            pl->kind = ST_PLACE_ROOT;
+            return MPI_SUCCESS;
+        }
+        valid = st_digest_equal(&d, &e->digest);
+        if (!valid) { /* written since the copies were made (or never copied): they go */
+            drop_holders(s, e, -1);
+            e->digest = d;
+        }
+        e->checked_run = run;
     }
     int written = (dirs & ST_XFER_OUT) != 0;
     if (valid && st_dir_holds(e, ep->index)) {
         pl->kind = ST_PLACE_CACHED | (written ? ST_PLACE_KEEP : 0);
         return MPI_SUCCESS;
     }
-    mpi_ep *from = valid ? live_holder(s, e, ep) : NULL;
+    mpi_ep *from = peer ? peer : valid ? live_holder(s, e, ep) : NULL;
     int keep = make_room(s, ep, e->bytes);
     int rc = MPI_SUCCESS;
     if (from) {
-        pl->kind = ST_PLACE_PEER;
+        pl->kind = ST_PLACE_PEER | (peer ? ST_PLACE_VERIFY : 0);
         pl->src = from->rank;
         st_mpi_hdr h;
         st_mpi_hdr_init(&h, ST_MPI_SEND_TO, from->base.worker_id);
@@ -161,6 +180,58 @@ int st_mpi_place_tensor(mpi_ep *ep, mpi_task *t, int slot, uint32_t i, mpi_ep **
     if (keep) {
         pl->kind |= ST_PLACE_KEEP;
         hold(ep, e); /* valid there once its bytes arrive; a later task there waits for them */
+    }
+    return rc;
+}
+
+int st_mpi_verify_copies(mpi_ep *ep, mpi_task *t, int slot) {
+    if (!t->verify)
+        return MPI_SUCCESS;
+    mpi_session *s = ep->s;
+    const strata_task_args *a = t->d.args;
+    uint64_t stale = 0;
+    for (uint32_t i = 0; i < a->ntensors; i++) {
+        if (!(t->verify >> i & 1))
+            continue;
+        const strata_tensor *x = &a->tensors[i];
+        st_mpi_place *pl = &t->place[i];
+        int seen = 0; /* the same view twice in one task: the first check's word holds */
+        for (uint32_t j = 0; j < i && !seen; j++)
+            if ((t->verify >> j & 1) && t->place[j].id == pl->id) {
+                stale |= (stale >> j & 1) << i;
+                seen = 1;
+            }
+        if (seen)
+            continue;
+        st_digest d = st_digest_bytes(strata_tensor_data(x), st_xfer_bytes(x)); /* contiguous */
+        st_dir_entry *e = st_dir_find(&s->dir, x);
+        if (!e || e->id != pl->id) { /* cannot happen between placement and here; stay safe */
+            stale |= 1ull << i;
+            continue;
+        }
+        if (!st_digest_equal(&d, &e->digest)) { /* written since: the reader gets it from here */
+            stale |= 1ull << i;
+            drop_holders(s, e, (pl->kind & ST_PLACE_KEEP) ? ep->index : -1);
+            e->digest = d;
+        }
+        e->checked_run = t->d.run_id + 1;
+    }
+    st_mpi_hdr h;
+    st_mpi_hdr_init(&h, ST_MPI_VERDICT, ep->base.worker_id);
+    h.seq = t->d.dispatch_id;
+    h.slot = (uint32_t)slot;
+    h.arg0 = t->verify;
+    h.arg1 = stale;
+    st_mpi_hdr_put(t->verdict, &h);
+    int rc = MPI_Isend(t->verdict, ST_MPI_HDR_BYTES, MPI_BYTE, ep->rank, ST_MPI_TAG_FRAME,
+                       st_mpi_comm(), &t->req[t->nreq++]);
+    for (uint32_t i = 0; rc == MPI_SUCCESS && i < a->ntensors; i++) {
+        if (!(stale >> i & 1))
+            continue;
+        uint64_t n = st_xfer_bytes(&a->tensors[i]);
+        rc = MPI_Isend(strata_tensor_data(&a->tensors[i]), (int)n, MPI_BYTE, ep->rank,
+                       ST_MPI_TAG_DATA0 + slot * 64 + (int)i, st_mpi_comm(), &t->req[t->nreq++]);
+        atomic_fetch_add(&ep->bytes_sent, n);
     }
     return rc;
 }
@@ -200,8 +271,10 @@ void st_mpi_settle_copies(mpi_ep *ep, mpi_task *t, int ok) {
         int had = st_dir_holds(e, ep->index);
         drop_holders(s, e, ep->index);
         void *packed = NULL;
-        if (!host_digest(x, &packed, &e->digest))
-            memset(&e->digest, 0, sizeof e->digest); /* matches no bytes' digest by chance */
+        if (host_digest(x, &packed, &e->digest))
+            e->checked_run = t->d.run_id + 1; /* the host bytes are the copy's now */
+        else
+            memset(&e->digest, 0, sizeof e->digest), e->checked_run = 0; /* matches nothing */
         st_free(packed);
         if (kept && !had)
             hold(ep, e);
@@ -210,4 +283,57 @@ void st_mpi_settle_copies(mpi_ep *ep, mpi_task *t, int ok) {
             queue_drop(ep, e->id, e->bytes);
         }
     }
+}
+
+/* ---- Writes the directory does not see otherwise ------------------------------------------ */
+
+void st_mpi_observe_dispatch(void *ctx, st_endpoint *ep, const st_dispatch *d) {
+    mpi_session *s = ctx;
+    if (st_mpi_ep_of(ep) || !d->args)
+        return; /* this session's children: settled when they end */
+    const strata_task_args *a = d->args;
+    for (uint32_t i = 0; i < a->ntensors; i++) {
+        if (a->tags[i] == STRATA_IN || a->tensors[i].mem != STRATA_MEM_HOST)
+            continue; /* NO_DEP included: the task may write it */
+        pthread_mutex_lock(&s->writes_mu);
+        if (s->nwrites == s->capwrites) {
+            strata_tensor *nw = st_grow(s->writes, &s->capwrites, s->nwrites + 1, sizeof *nw, 16,
+                                        NULL, "the MPI layer's record of host writes");
+            if (nw)
+                s->writes = nw;
+        }
+        if (s->nwrites < s->capwrites)
+            s->writes[s->nwrites++] = a->tensors[i];
+        else
+            s->writes_lost = 1; /* no memory: every copy is checked at its next use */
+        atomic_store_explicit(&s->writes_pending, 1, memory_order_release);
+        pthread_mutex_unlock(&s->writes_mu);
+    }
+}
+
+void st_mpi_apply_local_writes(mpi_session *s) {
+    /* a write recorded at its task's dispatch happens before the dispatch of
+     * any task that depends on it, hence before that task is QUEUED here */
+    if (!atomic_load_explicit(&s->writes_pending, memory_order_acquire))
+        return;
+    pthread_mutex_lock(&s->writes_mu);
+    for (uint32_t k = 0; k < s->nwrites; k++) {
+        const strata_tensor *x = &s->writes[k];
+        for (st_dir_entry *o = st_dir_first_of(&s->dir, x), *next; o; o = next) {
+            next = st_dir_next_of(o, x); /* taken before o may go */
+            if (st_dir_overlaps(o, x)) {
+                drop_holders(s, o, -1);
+                st_dir_remove(&s->dir, o);
+            }
+        }
+    }
+    if (s->writes_lost) {
+        st_dir_entry *e;
+        for (uint32_t i = 0; (e = st_dir_at(&s->dir, i)) != NULL; i++)
+            e->checked_run = 0;
+    }
+    s->nwrites = 0;
+    s->writes_lost = 0;
+    atomic_store_explicit(&s->writes_pending, 0, memory_order_relaxed);
+    pthread_mutex_unlock(&s->writes_mu);
 }

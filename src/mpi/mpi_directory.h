@@ -6,9 +6,11 @@
  * the digest of the host bytes the copies equal, and the set of holders (by
  * the session's child index); lookup of the exact view, the entries
  * overlapping a written view's bytes, and the bytes each child holds.
- * A copy is used only while the host bytes still have its digest: writes the
- * L4 does not see (a sub task of the L4, the program between runs) make the
- * digests differ, so a stale copy is never read.
+ * A copy is used only while the host bytes still have its digest, checked
+ * at its first use in each run (the program may write host buffers between
+ * runs); within a run, the writes of tasks that do not go to an MPI child
+ * (sub tasks of the L4, other next-level children) drop the entries they
+ * overlap (mpi_copies.c), so a stale copy is never read.
  * Must never: be touched by any thread but the session's progress thread.
  */
 #ifndef STRATA_MPI_MPI_DIRECTORY_H
@@ -30,6 +32,12 @@ typedef struct st_dir_entry {
     uint64_t lo, hi; /* bytes of the buffer the view touches: [lo, hi) */
     uint64_t bytes;  /* the view's element bytes (a copy's size) */
     st_digest digest;
+    /* run_id + 1 of the run in which the host bytes were last found equal to
+     * digest (or written by a child, digest then made of them); 0: never.
+     * Within that run every write is seen (a child's task, settled; any
+     * other task, by the dispatch observer), so a use there skips the
+     * digest: a copy is checked against the host bytes once per run. */
+    uint64_t checked_run;
     uint64_t holders[ST_DIR_MAX_HOLDERS / 64];
     uint32_t at;                    /* its index in v[] */
     struct st_dir_entry *next_hash; /* the next entry of its hash bucket */

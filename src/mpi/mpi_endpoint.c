@@ -122,6 +122,7 @@ static int make_session(strata_worker *parent, mpi_session **out) {
     s->l4 = parent;
     s->my_rank = strata_mpi_rank();
     pthread_mutex_init(&s->ctrl_mu, NULL);
+    pthread_mutex_init(&s->writes_mu, NULL);
     st_dir_init(&s->dir);
     *out = s;
     return STRATA_OK;
@@ -177,6 +178,9 @@ int st_mpi_child_add(strata_worker *parent, const strata_child_config *cfg, int 
              ep->rank);
     ep->index = s->n;
     s->eps[s->n++] = ep;
+    if (fresh) { /* before init: no dispatch yet */
+        st_worker_set_dispatch_observer(parent, st_mpi_observe_dispatch, s);
+    }
     return STRATA_OK;
 }
 
@@ -235,6 +239,9 @@ typedef struct done_list {
 } done_list;
 
 static void task_finish(done_list *dl, mpi_ep *ep, mpi_task *t, int status, const char *msg) {
+    if (t->finished)
+        return; /* once per task: its completion is pushed at the end of the pass */
+    t->finished = 1;
     for (int i = 0; i < STRATA_MAX_TENSORS; i++) {
         st_free(t->tmp[i]);
         st_free(t->tmp_out[i]);
@@ -274,6 +281,7 @@ static void push_done(done_list *dl) {
         c->ran_on = -1;
         st_msg_format(c->msg, sizeof c->msg, "%s", dl->v[i].msg);
         /* the slot is free before the push: the engine may dispatch into it at once */
+        dl->v[i].t->finished = 0;
         atomic_store_explicit(&dl->v[i].t->state, T_FREE, memory_order_release);
         st_endpoint_complete(&ep->base, c);
     }
@@ -316,6 +324,7 @@ static void mpi_failed(done_list *dl, mpi_ep *ep, const char *call, int rc) {
 /* QUEUED -> SENT: the frame (digest + arguments), then each IN tensor's bytes. */
 static void send_task(done_list *dl, mpi_ep *ep, int slot) {
     mpi_task *t = &ep->task[slot];
+    st_mpi_apply_local_writes(ep->s); /* before any placement reads the directory */
     const strata_task_args *a = t->d.args;
     st_mpi_hdr h;
     st_mpi_hdr_init(&h, ST_MPI_TASK, ep->base.worker_id);
@@ -348,6 +357,7 @@ static void send_task(done_list *dl, mpi_ep *ep, int slot) {
         }
     }
     t->nreq = 0;
+    t->verify = 0;
     for (uint32_t i = 0; i < a->ntensors; i++) {
         mpi_ep *asked = NULL;
         rc = st_mpi_place_tensor(ep, t, slot, i, &asked);
@@ -400,6 +410,12 @@ static void send_task(done_list *dl, mpi_ep *ep, int slot) {
         }
         atomic_fetch_add(&ep->bytes_sent, n);
     }
+    /* the frame and the SEND_TOs are out: the copies move while they are checked */
+    if (t->verify)
+        rc = st_mpi_verify_copies(ep, t, slot);
+    if (t->verify)
+        if (rc != MPI_SUCCESS)
+            mpi_failed(dl, ep, "MPI_Isend of a verdict", rc);
 }
 
 /* A DONE frame: post the receives of the OUT tensors (straight into the L4's
@@ -669,6 +685,13 @@ static int poll_frames(done_list *dl, mpi_session *s, uint8_t *buf) {
         switch (h.type) {
         case ST_MPI_DONE:
             task_done(dl, ep, &h, body);
+            /* its requests are often done already (no OUT data): completed in
+             * this pass, without another probe first */
+            if (h.slot < ST_MPI_SLOTS && atomic_load(&ep->task[h.slot].state) == T_RECV &&
+                !ep->task[h.slot].finished && !atomic_load(&ep->dead))
+                (void)test_task(dl, ep, &ep->task[h.slot]);
+            if (dl->n)
+                return did; /* pushed first: the engine's next dispatch waits on it */
             break;
         case ST_MPI_REPLY:
             ctrl_reply(dl, ep, &h, body);
@@ -789,6 +812,7 @@ static void *progress_main(void *arg) {
         s->eps[i]->last_heard_ns = now;
     st_mpi_precise_sleeps();
     st_backoff bo = {0};
+    int skipped = 0; /* the last pass left the task tests out */
     for (;;) {
         uint32_t bell = atomic_load(&s->bell);
         int did = 0;
@@ -808,11 +832,16 @@ static void *progress_main(void *arg) {
         }
         did |= ctrl_send(dl, s);
         did |= poll_frames(dl, s, buf);
-        for (int i = 0; i < s->n; i++)
+        /* a completion goes out first (the engine's next dispatch may wait on
+         * it); the other tasks are tested in the next pass, never skipped twice */
+        int skip = dl->n && !skipped;
+        skipped = skip;
+        for (int i = 0; i < s->n && !skip; i++)
             for (int k = 0; k < ST_MPI_SLOTS; k++) {
                 mpi_task *t = &s->eps[i]->task[k];
                 int st = atomic_load(&t->state);
-                if ((st == T_SENT || st == T_RECV) && !atomic_load(&s->eps[i]->dead))
+                if ((st == T_SENT || st == T_RECV) && !t->finished &&
+                    !atomic_load(&s->eps[i]->dead))
                     did |= test_task(dl, s->eps[i], t);
             }
         did |= ctrl_test(dl, s);
@@ -861,7 +890,10 @@ static void session_stop_thread(mpi_session *s) {
 }
 
 static void session_free(mpi_session *s) {
+    st_worker_set_dispatch_observer(s->l4, NULL, NULL); /* it dispatches no more: destroyed */
     pthread_mutex_destroy(&s->ctrl_mu);
+    pthread_mutex_destroy(&s->writes_mu);
+    st_free(s->writes);
     st_dir_free(&s->dir);
     st_free(s);
 }

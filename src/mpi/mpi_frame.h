@@ -58,6 +58,8 @@ typedef enum st_mpi_type {
     ST_MPI_SHUTDOWN,
     ST_MPI_BYE,
     ST_MPI_SEND_TO,
+    ST_MPI_VERDICT, /* rank 0 -> a reader: slot, seq (dispatch id), arg0: the tensors placed
+                       ST_PLACE_VERIFY, arg1: those of them stale (rank 0's bytes follow) */
     ST_MPI_TYPE_END
 } st_mpi_type;
 
@@ -94,9 +96,13 @@ typedef enum st_mpi_place_kind {
     ST_PLACE_CACHED    /* the child's own copy `id` is valid: nothing travels */
 } st_mpi_place_kind;
 #define ST_PLACE_KEEP 0x10u /* keep the task's copy under `id` after the task */
+/* With PEER: rank 0 checks the holder's copy against the host bytes while it
+ * moves (its first use in a run); the task waits for the VERDICT, and a stale
+ * copy's bytes are then received again from rank 0 into the same buffer. */
+#define ST_PLACE_VERIFY 0x20u
 
 typedef struct st_mpi_place {
-    uint8_t kind; /* st_mpi_place_kind | ST_PLACE_KEEP */
+    uint8_t kind; /* st_mpi_place_kind | ST_PLACE_KEEP | ST_PLACE_VERIFY */
     uint8_t pad[3];
     int32_t src;
     uint64_t id;

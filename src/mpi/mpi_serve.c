@@ -58,8 +58,11 @@ typedef struct serve_task {
     MPI_Request req[STRATA_MAX_TENSORS + 1];
     int req_peer[STRATA_MAX_TENSORS + 1]; /* bytes a PEER receive must bring (0: not one) */
     MPI_Status st[STRATA_MAX_TENSORS + 1];
-    int ndrain; /* IN data of a task that failed before it ran: taken and dropped */
-    MPI_Request drain[STRATA_MAX_TENSORS];
+    uint64_t verify; /* tensors placed ST_PLACE_VERIFY: the task waits for rank 0's VERDICT */
+    uint64_t stale;  /* of those, the ones the VERDICT found stale (their bytes come again) */
+    int verdict_in;  /* the VERDICT arrived */
+    int ndrain;      /* IN data of a task that failed before it ran: taken and dropped */
+    MPI_Request drain[STRATA_MAX_TENSORS]; /* bounded: a tensor past it is not drained */
     strata_run *run;
     int status;
     char msg[STRATA_ERRMSG_MAX];
@@ -467,6 +470,8 @@ static void place_tensor(server *sv, serve_task *t, uint32_t i, int slot, const 
     if (x->mem == STRATA_MEM_HOST) {
         uint64_t n = st_xfer_bytes(x);
         strata_tensor v;
+        if (kind == ST_PLACE_PEER && (pl->kind & ST_PLACE_VERIFY))
+            t->verify |= 1ull << i; /* even if it fails here: the VERDICT must be taken */
         if (kind == ST_PLACE_CACHED) {
             cache_entry *ce = cache_find(sv, pl->id);
             if (ce && strata_buffer_size(ce->b) >= (n ? n : 1) &&
@@ -627,6 +632,8 @@ static void take_task(server *sv, const st_mpi_hdr *h, const uint8_t *body) {
     t->msg[0] = '\0';
     t->run = NULL;
     t->nreq = t->ndrain = 0;
+    t->verify = t->stale = 0;
+    t->verdict_in = 0;
     char who[96];
     snprintf(who, sizeof who, "L4 child %s", sv->ep->base.label);
     /* digest, u32 args_bytes, u32 ndrop, args, placements, drops (mpi_frame.h) */
@@ -678,7 +685,7 @@ static void take_task(server *sv, const st_mpi_hdr *h, const uint8_t *body) {
 
 /* S_RECV is over once its receives are done and every kept copy it reads is
  * filled; 1 if so (t->status says whether the bytes all came). */
-static int received(serve_task *t) {
+static int received(server *sv, serve_task *t) {
     int flag = 0;
     MPI_Testall(t->nreq, t->req, &flag, t->st);
     if (!flag)
@@ -699,6 +706,30 @@ static int received(serve_task *t) {
         }
         t->req_peer[k] = 0;
     }
+    if (t->verify) { /* the peers' bytes are in: rank 0's word on them, and what it resends */
+        if (!t->verdict_in)
+            return 0;
+        t->nreq = 0;
+        for (uint32_t i = 0; i < t->args.ntensors; i++) {
+            if (!(t->stale >> i & 1))
+                continue;
+            strata_buffer *b = task_buffer(t, i);
+            int tag = ST_MPI_TAG_DATA0 + (int)(t - sv->task) * 64 + (int)i;
+            uint64_t n = st_xfer_bytes(&t->args.tensors[i]);
+            if (b && t->status == STRATA_OK) {
+                if (MPI_Irecv(strata_buffer_data(b), (int)n, MPI_BYTE, 0, tag, st_mpi_comm(),
+                              &t->req[t->nreq++]) != MPI_SUCCESS)
+                    task_fail(t, STRATA_EENDPOINT, "%s", "MPI_Irecv of a task's data failed");
+                sv->traffic.from_root += n;
+            } else if (t->ndrain < STRATA_MAX_TENSORS &&
+                       MPI_Irecv(&sv->sink, 0, MPI_BYTE, 0, tag, st_mpi_comm(),
+                                 &t->drain[t->ndrain]) == MPI_SUCCESS) {
+                t->ndrain++; /* taken and dropped (truncated): the task fails anyway */
+            }
+        }
+        t->verify = t->stale = 0;
+        return 0; /* done once those receives are */
+    }
     settle_fill(t); /* the copies it made are filled now (or failed with it) */
     for (int i = 0; i < STRATA_MAX_TENSORS; i++)
         if (t->ce[i] && t->ce[i]->filling)
@@ -709,6 +740,26 @@ static int received(serve_task *t) {
     return 1;
 }
 
+/* The run of t is over: DONE (and its OUT data) to rank 0. */
+static void finish_run(server *sv, serve_task *t, int slot) {
+    t->status = st_worker_child_finish(t->run, t->msg, sizeof t->msg);
+    t->run = NULL;
+    send_done(sv, t, slot);
+}
+
+/* A VERDICT on a task's copies checked while they moved (mpi_frame.h). */
+static void take_verdict(server *sv, const st_mpi_hdr *h) {
+    serve_task *t = h->slot < ST_MPI_SLOTS ? &sv->task[h->slot] : NULL;
+    if (!t || t->state != S_RECV || t->seq != (uint32_t)h->seq || t->verdict_in ||
+        h->arg0 != t->verify) {
+        fprintf(stderr, "strata: rank %d: dropped a VERDICT for no waiting task (slot %u)\n",
+                sv->s->my_rank, h->slot);
+        return;
+    }
+    t->verdict_in = 1;
+    t->stale = h->arg1 & t->verify;
+}
+
 /* Drive the tasks: received -> run started; run done -> DONE; sent -> free. */
 static int step_tasks(server *sv) {
     int did = 0;
@@ -717,24 +768,28 @@ static int step_tasks(server *sv) {
         int flag = 0;
         switch (t->state) {
         case S_RECV:
-            if (!received(t))
+            if (!received(sv, t))
                 break;
             did = 1;
             if (t->status == STRATA_OK)
                 t->status = st_worker_child_start(sv->inner, sv->ep->base.label, t->ci, &t->args,
                                                   &t->run, t->msg, sizeof t->msg);
-            if (t->status == STRATA_OK)
-                t->state = S_RUN;
-            else
+            if (t->status != STRATA_OK) {
                 send_done(sv, t, k);
+                break;
+            }
+            t->state = S_RUN;
+            /* a run whose orchestration ran here and left nothing to wait for
+             * (no task, or tasks already done) is answered in this pass: not
+             * after another probe of the loop */
+            if (strata_run_done(t->run))
+                finish_run(sv, t, k);
             break;
         case S_RUN:
             if (!strata_run_done(t->run))
                 break;
             did = 1;
-            t->status = st_worker_child_finish(t->run, t->msg, sizeof t->msg);
-            t->run = NULL;
-            send_done(sv, t, k);
+            finish_run(sv, t, k);
             break;
         case S_SEND:
             MPI_Testall(t->nreq, t->req, &flag, MPI_STATUSES_IGNORE);
@@ -821,6 +876,10 @@ _Noreturn void st_mpi_serve(mpi_session *s) {
                 case ST_MPI_CTRL:
                     if (sv->inner)
                         control(sv, &h, body);
+                    break;
+                case ST_MPI_VERDICT:
+                    if (sv->inner)
+                        take_verdict(sv, &h);
                     break;
                 case ST_MPI_SEND_TO: /* served even while a run goes on */
                     if (sv->inner)

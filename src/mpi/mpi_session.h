@@ -49,8 +49,13 @@ typedef struct mpi_task {
     st_dispatch d; /* d.args, d.callable, d.cfg stay valid until the completion */
     uint32_t seq;
     int nreq;
-    MPI_Request req[3 * STRATA_MAX_TENSORS + 1]; /* frame, IN sends, SEND_TOs, OUT receives */
-    st_mpi_place place[STRATA_MAX_TENSORS];      /* where each tensor's bytes come from */
+    MPI_Request req[3 * STRATA_MAX_TENSORS + 2]; /* frame, IN sends (or a stale copy's
+                                                    bytes again), SEND_TOs, the VERDICT, OUT
+                                                    receives */
+    int finished;    /* progress thread: in the pass's done list (pushed, then FREE) */
+    uint64_t verify; /* tensors placed PEER | ST_PLACE_VERIFY (bit i: tensor i) */
+    uint8_t verdict[ST_MPI_HDR_BYTES];
+    st_mpi_place place[STRATA_MAX_TENSORS]; /* where each tensor's bytes come from */
     uint8_t sendto[STRATA_MAX_TENSORS][ST_MPI_HDR_BYTES];
     void *tmp[STRATA_MAX_TENSORS];     /* packed strided views going out (freed at the end) */
     void *tmp_out[STRATA_MAX_TENSORS]; /* strided results coming in, unpacked at the end */
@@ -122,6 +127,17 @@ struct mpi_session {
     uint64_t ctrl_seq;
     uint64_t startup_deadline;
     st_directory dir; /* progress thread only */
+    /* Host tensors written by tasks that do not go to this session's
+     * children (the dispatch observer appends them, under the engine lock),
+     * taken by the progress thread before it places a task: the directory
+     * drops the copies they overlap. writes_mu protects writes, nwrites,
+     * capwrites and writes_lost; a leaf (taken under the engine lock or by
+     * the progress thread under st_mpi_lock, nothing taken while held). */
+    pthread_mutex_t writes_mu;
+    strata_tensor *writes;
+    uint32_t nwrites, capwrites;
+    int writes_lost;            /* a write could not be recorded: every copy is checked again */
+    _Atomic int writes_pending; /* nwrites > 0 || writes_lost (read without writes_mu) */
 };
 
 /* The MPI endpoint behind ep, or NULL. */
@@ -132,6 +148,20 @@ mpi_ep *st_mpi_ep_of(st_endpoint *ep);
  * (*asked: that holder). MPI_SUCCESS, or the MPI error of that send
  * (mpi_copies.c; progress thread, st_mpi_lock held). */
 int st_mpi_place_tensor(mpi_ep *ep, mpi_task *t, int slot, uint32_t i, mpi_ep **asked);
+
+/* The dispatch observer of the L4 (core/endpoint.h): a task for any
+ * endpoint but this session's has its written host tensors recorded. */
+void st_mpi_observe_dispatch(void *ctx, st_endpoint *ep, const st_dispatch *d);
+
+/* The recorded writes applied to the directory: the copies they overlap are
+ * dropped (progress thread, st_mpi_lock held; before placing a task). */
+void st_mpi_apply_local_writes(mpi_session *s);
+
+/* After task t's frame and data went out: the copies placed for checking
+ * (t->verify) are checked against the host bytes, the directory updated, the
+ * VERDICT sent, and a stale copy's bytes sent again from here (mpi_copies.c;
+ * progress thread, st_mpi_lock held). MPI_SUCCESS or the MPI error. */
+int st_mpi_verify_copies(mpi_ep *ep, mpi_task *t, int slot);
 
 /* After task t on ep ended (ok: it succeeded and its OUT bytes are in the
  * host's buffer): copies its writes made stale go, its own kept copies are

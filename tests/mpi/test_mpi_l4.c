@@ -8,7 +8,9 @@
  * later runs going on; RAW / WAW / WAR chains across the two ranks with the
  * bytes each rank received counted; IN / OUT / INOUT of strided views; remote
  * memory (malloc, copy_to, tasks on it in two runs, copy_from, refused on the
- * other child, free); overlapping runs; random graphs over both children
+ * other child, free); a sub task of the L4 writing, within one run, a view
+ * a rank keeps a copy of; a copy checked while it moves (valid, stale);
+ * overlapping runs; random graphs over both children
  * against a sequential oracle; close with runs in flight.
  * With STRATA_TEST_LOCAL=1 the same program runs with process-hosted children
  * on one rank (the switch the guide describes), counters aside.
@@ -148,6 +150,7 @@ typedef struct l4 {
     strata_worker *w;
     int child[2];
     strata_callable vadd, tile;
+    strata_callable l4_tile; /* the tile body as a sub task of the L4 itself */
     int local;
 } l4;
 
@@ -181,6 +184,7 @@ static void open_l4(l4 *f, int local) {
     }
     MT_OK(strata_worker_register_orch(f->w, "l3_vadd", l3_vadd, NULL, &f->vadd));
     MT_OK(strata_worker_register_orch(f->w, "l3_tile", l3_tile, NULL, &f->tile));
+    MT_OK(strata_worker_register_sub(f->w, "l4_tile", tile_sub, NULL, &f->l4_tile));
     MT_OK(strata_worker_init(f->w)); /* ranks 1 and 2 serve inside this call, then exit */
 }
 
@@ -255,7 +259,7 @@ typedef struct tview {
 } tview;
 
 typedef struct ttask {
-    int child;
+    int child; /* -1: a sub task of the L4 (on rank 0) */
     int id;
     int n;
     tview v[4];
@@ -288,7 +292,11 @@ static int tgraph_orch(strata_orch *o, void *arg) {
         }
         STRATA_TRY(strata_args_add_i64(&a, t->id));
         STRATA_TRY(strata_args_add_u64(&a, (uint64_t)t->slow));
-        STRATA_TRY(strata_orch_submit_next_level(o, g->f->tile, &a, NULL, g->f->child[t->child]));
+        if (t->child < 0)
+            STRATA_TRY(strata_orch_submit_sub(o, g->f->l4_tile, &a));
+        else
+            STRATA_TRY(
+                strata_orch_submit_next_level(o, g->f->tile, &a, NULL, g->f->child[t->child]));
     }
     return STRATA_OK;
 }
@@ -422,6 +430,85 @@ static void rank_to_rank(l4 *f) {
                  DELTA(cache_hits, 1) == 0,
              "the new bytes went from rank 1 to rank 2 (%llu)",
              (unsigned long long)DELTA(from_peers, 1));
+    tgraph_close(&g);
+}
+
+/* A sub task of the L4 writes, between two reads on rank 2 in one run, the
+ * view rank 2 keeps a copy of: the second read takes the new bytes from rank
+ * 0 (the copy was checked against the host bytes at the first read of the
+ * run; the write of a task that goes to no MPI child drops it). */
+static void l4_sub_write_in_a_run(l4 *f) {
+    tgraph g;
+    tgraph_open(&g, f);
+    int32_t model[NBUF][TILES * T];
+    const uint64_t tile = T * sizeof(int32_t);
+    tview w0[2] = {{2, 0, 1, STRATA_IN}, {0, 0, 1, STRATA_OUT}};   /* child 0: buf0[0] <- buf2[0] */
+    tview r1[2] = {{0, 0, 1, STRATA_IN}, {1, 0, 1, STRATA_OUT}};   /* child 1: buf1[0] <- buf0[0] */
+    tview s0[2] = {{2, 1, 1, STRATA_IN}, {0, 0, 1, STRATA_INOUT}}; /* the L4: buf0[0] rewritten */
+    tview r2[2] = {{0, 0, 1, STRATA_IN}, {1, 1, 1, STRATA_OUT}};   /* child 1: buf1[1] <- buf0[0] */
+    st_mpi_traffic before[2], after[2];
+    tgraph_fill(&g, model, 91);
+    add_task(&g, 0, 2, w0);
+    add_task(&g, 1, 2, r1);
+    add_task(&g, -1, 2, s0);
+    add_task(&g, 1, 2, r2);
+    if (!f->local)
+        traffic(f, before);
+    MT_OK(strata_worker_run(f->w, tgraph_orch, &g));
+    oracle(&g, model);
+    tgraph_check(&g, model, "an L4 sub task's write between two reads on rank 2");
+    if (f->local) {
+        tgraph_close(&g);
+        return;
+    }
+    traffic(f, after);
+    MT_CHECK(DELTA(from_peers, 1) == tile && DELTA(from_root, 1) == tile &&
+                 DELTA(cache_hits, 1) == 0,
+             "rank 2 got the first bytes from rank 1, the rewritten ones from rank 0 (peers "
+             "%llu, rank 0 %llu, hits %llu)",
+             (unsigned long long)DELTA(from_peers, 1), (unsigned long long)DELTA(from_root, 1),
+             (unsigned long long)DELTA(cache_hits, 1));
+    tgraph_close(&g);
+}
+
+/* A copy's first use in a run, from another rank, is checked while it moves:
+ * unchanged on the host, rank 2 runs on the bytes rank 1 sent; written on
+ * the host between runs, rank 2 takes the bytes from rank 0 again (after rank
+ * 1's stale ones arrived) and its task sees the new ones. */
+static void verified_moves(l4 *f) {
+    if (f->local)
+        return; /* nothing moves */
+    tgraph g;
+    tgraph_open(&g, f);
+    int32_t model[NBUF][TILES * T];
+    const uint64_t tile = T * sizeof(int32_t);
+    tview w0[2] = {{2, 0, 1, STRATA_IN}, {0, 0, 1, STRATA_OUT}}; /* child 0: buf0[0] <- buf2[0] */
+    /* child 1: buf1[0] <- buf0[0] read twice (the second reads the copy the first
+     * fills: one check holds for both) */
+    tview r1[3] = {{0, 0, 1, STRATA_IN}, {0, 0, 1, STRATA_IN}, {1, 0, 1, STRATA_OUT}};
+    st_mpi_traffic before[2], after[2];
+    tgraph_fill(&g, model, 13);
+    for (int stale = 0; stale < 2; stale++) {
+        g.ntasks = 0;
+        add_task(&g, 0, 2, w0); /* rank 1 holds the view; rank 2's copy (if any) goes */
+        MT_OK(strata_worker_run(f->w, tgraph_orch, &g));
+        oracle(&g, model);
+        if (stale) /* the program writes the host's bytes between runs */
+            ((int32_t *)strata_buffer_data(g.buf[0]))[7] = model[0][7] = 5151;
+        g.ntasks = 0;
+        add_task(&g, 1, 3, r1);
+        traffic(f, before);
+        MT_OK(strata_worker_run(f->w, tgraph_orch, &g));
+        traffic(f, after);
+        oracle(&g, model);
+        tgraph_check(&g, model,
+                     stale ? "a stale copy checked while it moved"
+                           : "a valid copy checked while it moved");
+        MT_CHECK(DELTA(from_peers, 1) == tile && DELTA(from_root, 1) == (stale ? tile : 0),
+                 "%s: rank 2 got %llu bytes from rank 1 and %llu from rank 0",
+                 stale ? "stale" : "valid", (unsigned long long)DELTA(from_peers, 1),
+                 (unsigned long long)DELTA(from_root, 1));
+    }
     tgraph_close(&g);
 }
 
@@ -695,6 +782,8 @@ int main(int argc, char **argv) {
     chips_and_errors(&f);
     cross_rank_dependencies(&f);
     rank_to_rank(&f);
+    l4_sub_write_in_a_run(&f);
+    verified_moves(&f);
     remote_memory(&f);
     overlapping_runs(&f);
     registered_after_init(&f);
