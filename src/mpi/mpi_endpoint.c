@@ -12,6 +12,7 @@
  * for a child without a bound (a silent child is declared dead after its
  * heartbeat_timeout_ns and its tasks fail with a message naming it).
  */
+#include <assert.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -193,7 +194,10 @@ static st_completion *free_comp(mpi_ep *ep) {
     for (int i = 0; i < ST_MPI_SLOTS; i++)
         if (st_completion_free(&ep->comp[i]))
             return &ep->comp[i];
-    return &ep->comp[0]; /* unreachable while the engine keeps its count */
+    /* unreachable while each task completes once and the engine keeps its
+     * count; a debug build stops here rather than reuse a queued record */
+    assert(!"mpi_endpoint: no free completion record");
+    return &ep->comp[0];
 }
 
 static void mpi_dispatch(st_endpoint *base, const st_dispatch *d) {
@@ -292,6 +296,10 @@ static void declare_dead(done_list *dl, mpi_ep *ep, const char *why) {
         mpi_task *t = &ep->task[i];
         if (atomic_load(&t->state) == T_FREE)
             continue;
+        /* a QUEUED slot is finished here, so it leaves QUEUED: the progress
+         * thread's QUEUED loop (which may be our caller) must not finish it again */
+        int queued = T_QUEUED;
+        atomic_compare_exchange_strong(&t->state, &queued, T_SENT);
         for (int k = 0; k < STRATA_MAX_TENSORS; k++)
             t->tmp[k] = t->tmp_out[k] = NULL; /* MPI may still hold them */
         task_finish(dl, ep, t, STRATA_EENDPOINT, ep->dead_msg);
@@ -577,6 +585,23 @@ static int ctrl_test(done_list *dl, mpi_session *s) {
     return 1;
 }
 
+/* The progress thread is leaving (close): a control call posted or sent is
+ * finished with STRATA_ESTATE, and shutdown becomes 2 first, so a caller
+ * that posts after this looks sees 2 and withdraws its call (both sides
+ * store, then load: seq_cst, one of them sees the other). */
+static void ctrl_abandon(mpi_session *s) {
+    mpi_ctrl *c = &s->ctrl;
+    atomic_store(&s->shutdown, 2);
+    uint32_t cs = 1;
+    /* 1 -> 2 claims a posted call (its caller may be withdrawing it) */
+    if (!atomic_compare_exchange_strong(&c->state.value, &cs, 2) && cs != 2)
+        return;
+    c->status = STRATA_ESTATE;
+    st_msg_format(c->msg, sizeof c->msg, "%s", "the worker is closing; control call not done");
+    c->has_req = 0; /* a transfer still in flight is left to MPI, as for a dead child */
+    st_event_set(&c->state, 3);
+}
+
 /* Run one control call on child ep through the progress thread. */
 static int ctrl_call_body(mpi_ep *ep, int op, uint64_t arg0, uint64_t arg1, const void *src,
                           void *dst, uint64_t *result, const uint8_t *body, uint32_t body_len,
@@ -605,6 +630,12 @@ static int ctrl_call_body(mpi_ep *ep, int op, uint64_t arg0, uint64_t arg1, cons
         memcpy(c->frame + ST_MPI_HDR_BYTES, body, body_len);
     st_event_set(&c->state, 1);
     ring(s);
+    uint32_t posted = 1; /* the thread left before it could see the call: withdrawn */
+    if (atomic_load(&s->shutdown) == 2 &&
+        atomic_compare_exchange_strong(&c->state.value, &posted, 0)) {
+        pthread_mutex_unlock(&s->ctrl_mu);
+        return st_fail(STRATA_ESTATE, "%s: %s is closing", what, ep->base.label);
+    }
     while (atomic_load(&c->state.value) != 3)
         st_event_wait(&c->state, atomic_load(&c->state.value), 20000, UINT64_MAX);
     int rc = c->status;
@@ -774,16 +805,22 @@ static uint64_t quiet_until(mpi_session *s) {
     return until == UINT64_MAX ? 0 : until;
 }
 
+/* What the progress thread owns, allocated before it starts (so that init
+ * fails, rather than a thread that cannot serve and leaves every task and
+ * control call waiting); the thread frees it. */
+typedef struct progress_arg {
+    mpi_session *s;
+    uint8_t *buf;
+    done_list *dl;
+} progress_arg;
+
 static void *progress_main(void *arg) {
-    mpi_session *s = arg;
-    uint8_t *buf = st_malloc(ST_MPI_HDR_BYTES + ST_MPI_BODY_MAX);
+    progress_arg *pa = arg;
+    mpi_session *s = pa->s;
+    uint8_t *buf = pa->buf;
+    done_list *dl = pa->dl;
+    st_free(pa);
     uint8_t ping[ST_MPI_HDR_BYTES];
-    done_list *dl = st_calloc(1, sizeof *dl);
-    if (!buf || !dl) { /* cannot serve: every child is failed, close still works */
-        st_free(buf);
-        st_free(dl);
-        return NULL;
-    }
     uint64_t now = st_now_ns();
     for (int i = 0; i < s->n; i++)
         s->eps[i]->last_heard_ns = now;
@@ -821,6 +858,7 @@ static void *progress_main(void *arg) {
         tell_gone(s);
         push_done(dl);
         if (atomic_load(&s->shutdown)) {
+            ctrl_abandon(s);
             say_shutdown(s, buf);
             break;
         }
@@ -938,8 +976,27 @@ static int mpi_start_threads(st_endpoint *base) {
     for (int i = 0; i < s->n; i++)
         if (!s->eps[i]->ready)
             return STRATA_OK; /* the last child's call starts it */
-    if (pthread_create(&s->thread, NULL, progress_main, s) != 0)
+    progress_arg *pa = st_calloc(1, sizeof *pa);
+    if (pa) {
+        pa->s = s;
+        pa->buf = st_malloc(ST_MPI_HDR_BYTES + ST_MPI_BODY_MAX);
+        pa->dl = st_calloc(1, sizeof *pa->dl);
+    }
+    if (!pa || !pa->buf || !pa->dl) {
+        if (pa) {
+            st_free(pa->buf);
+            st_free(pa->dl);
+        }
+        st_free(pa);
+        return st_fail_nomem("strata_worker_init: the MPI progress thread's buffers",
+                             ST_MPI_HDR_BYTES + ST_MPI_BODY_MAX);
+    }
+    if (pthread_create(&s->thread, NULL, progress_main, pa) != 0) {
+        st_free(pa->buf);
+        st_free(pa->dl);
+        st_free(pa);
         return st_fail(STRATA_ENOMEM, "strata_worker_init: cannot start the MPI progress thread");
+    }
     s->started = 1;
     return STRATA_OK;
 }
@@ -1036,8 +1093,11 @@ int st_mpi_remote_copy_to(strata_worker *w, int worker_id, strata_buffer *b, uin
     if (n > (size_t)INT32_MAX)
         return st_fail(STRATA_EINVAL, "%s: %zu bytes in one copy (at most %d)", what, n, INT32_MAX);
     uint64_t addr = (uint64_t)(uintptr_t)strata_buffer_data(b) + offset;
-    return ctrl_call(st_mpi_ep_of(st_worker_next_endpoint(w, worker_id)), ST_MPI_CTRL_COPY_TO, addr,
-                     n, src, NULL, NULL, what);
+    mpi_ep *ep = st_mpi_ep_of(st_worker_next_endpoint(w, worker_id));
+    if (!ep) /* close let go of the endpoint: the memory went with its rank */
+        return st_fail(STRATA_ESTATE, "%s: worker %d was closed; only the handle is left", what,
+                       worker_id);
+    return ctrl_call(ep, ST_MPI_CTRL_COPY_TO, addr, n, src, NULL, NULL, what);
 }
 
 int st_mpi_remote_copy_from(strata_worker *w, int worker_id, const strata_buffer *b,
@@ -1046,8 +1106,11 @@ int st_mpi_remote_copy_from(strata_worker *w, int worker_id, const strata_buffer
     if (n > (size_t)INT32_MAX)
         return st_fail(STRATA_EINVAL, "%s: %zu bytes in one copy (at most %d)", what, n, INT32_MAX);
     uint64_t addr = (uint64_t)(uintptr_t)strata_buffer_data(b) + offset;
-    return ctrl_call(st_mpi_ep_of(st_worker_next_endpoint(w, worker_id)), ST_MPI_CTRL_COPY_FROM,
-                     addr, n, NULL, dst, NULL, what);
+    mpi_ep *ep = st_mpi_ep_of(st_worker_next_endpoint(w, worker_id));
+    if (!ep) /* close let go of the endpoint: the memory went with its rank */
+        return st_fail(STRATA_ESTATE, "%s: worker %d was closed; only the handle is left", what,
+                       worker_id);
+    return ctrl_call(ep, ST_MPI_CTRL_COPY_FROM, addr, n, NULL, dst, NULL, what);
 }
 
 int st_mpi_remote_free(strata_worker *w, int worker_id, strata_buffer *b) {
@@ -1055,7 +1118,7 @@ int st_mpi_remote_free(strata_worker *w, int worker_id, strata_buffer *b) {
     uint64_t addr = (uint64_t)(uintptr_t)strata_buffer_data(b);
     int rc = STRATA_OK;
     /* after close (or a dead child) the memory went with its rank: only the handle is left */
-    if (ep->s->started && !atomic_load(&ep->dead) && !atomic_load(&ep->s->shutdown))
+    if (ep && ep->s->started && !atomic_load(&ep->dead) && !atomic_load(&ep->s->shutdown))
         rc =
             ctrl_call(ep, ST_MPI_CTRL_FREE, addr, 0, NULL, NULL, NULL, "strata_worker_remote_free");
     st_buffer_destroy_device(b);
