@@ -12,8 +12,8 @@
  * for a child without a bound (a silent child is declared dead after its
  * heartbeat_timeout_ns and its tasks fail with a message naming it).
  */
-#include <assert.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "exec/worker_child.h"
@@ -26,6 +26,7 @@
 #include "strata/mpi.h"
 #include "core/buffer.h"
 #include "util/alloc.h"
+#include "util/assert.h"
 #include "util/clock.h"
 #include "util/error.h"
 #include "util/growable.h"
@@ -196,7 +197,7 @@ static st_completion *free_comp(mpi_ep *ep) {
             return &ep->comp[i];
     /* unreachable while each task completes once and the engine keeps its
      * count; a debug build stops here rather than reuse a queued record */
-    assert(!"mpi_endpoint: no free completion record");
+    ST_ASSERT(0, "L4 child %s: no free completion record", ep->base.label);
     return &ep->comp[0];
 }
 
@@ -239,6 +240,11 @@ typedef struct done_list {
 } done_list;
 
 static void task_finish(done_list *dl, mpi_ep *ep, mpi_task *t, int status, const char *msg) {
+#ifdef STRATA_DEBUG_ASSERT
+    for (int i = 0; i < dl->n; i++) /* each dispatch completes exactly once */
+        ST_ASSERT(dl->v[i].t != t, "L4 child %s: slot %d finished twice", ep->base.label,
+                  (int)(t - ep->task));
+#endif
     for (int i = 0; i < STRATA_MAX_TENSORS; i++) {
         st_free(t->tmp[i]);
         st_free(t->tmp_out[i]);
@@ -321,6 +327,30 @@ static void mpi_failed(done_list *dl, mpi_ep *ep, const char *call, int rc) {
     declare_dead(dl, ep, why);
 }
 
+/* Test seam (tests/mpi/test_mpi_send_fails.c), never set in use: with
+ * STRATA_TEST_MPI_FAIL_TASK_SEND=n in rank 0's environment the progress
+ * thread holds a child's tasks until n are queued there, then the first one's
+ * MPI_Isend reports failure (once per process). Progress thread only. */
+static int g_test_fail_at = -1; /* -1: not read yet; 0: off */
+static int g_test_fail_now;
+
+static int test_hold_tasks(mpi_ep *ep) {
+    if (g_test_fail_at < 0) {
+        const char *e = getenv("STRATA_TEST_MPI_FAIL_TASK_SEND");
+        g_test_fail_at = e ? atoi(e) : 0;
+    }
+    if (g_test_fail_at <= 0 || atomic_load(&ep->dead))
+        return 0;
+    int queued = 0;
+    for (int k = 0; k < ST_MPI_SLOTS; k++)
+        queued += atomic_load(&ep->task[k].state) == T_QUEUED;
+    if (queued < g_test_fail_at)
+        return 1;
+    g_test_fail_at = 0;
+    g_test_fail_now = 1;
+    return 0;
+}
+
 /* QUEUED -> SENT: the frame (digest + arguments), then each IN tensor's bytes. */
 static void send_task(done_list *dl, mpi_ep *ep, int slot) {
     mpi_task *t = &ep->task[slot];
@@ -377,8 +407,14 @@ static void send_task(done_list *dl, mpi_ep *ep, int slot) {
     st_mpi_put32(body + sizeof(st_digest) + 4, ndrop);
     h.body_bytes = (uint32_t)at;
     st_mpi_hdr_put(t->frame, &h);
-    rc = MPI_Isend(t->frame, (int)(ST_MPI_HDR_BYTES + h.body_bytes), MPI_BYTE, ep->rank,
-                   ST_MPI_TAG_FRAME, st_mpi_comm(), &t->req[t->nreq++]);
+    if (g_test_fail_now) { /* the seam above */
+        g_test_fail_now = 0;
+        t->req[t->nreq++] = MPI_REQUEST_NULL;
+        rc = MPI_ERR_OTHER;
+    } else {
+        rc = MPI_Isend(t->frame, (int)(ST_MPI_HDR_BYTES + h.body_bytes), MPI_BYTE, ep->rank,
+                       ST_MPI_TAG_FRAME, st_mpi_comm(), &t->req[t->nreq++]);
+    }
     atomic_store(&t->state, T_SENT);
     if (rc != MPI_SUCCESS) {
         mpi_failed(dl, ep, "MPI_Isend of a task", rc);
@@ -832,6 +868,8 @@ static void *progress_main(void *arg) {
         st_mpi_lock();
         for (int i = 0; i < s->n; i++) {
             mpi_ep *ep = s->eps[i];
+            if (test_hold_tasks(ep))
+                continue;
             for (int k = 0; k < ST_MPI_SLOTS; k++)
                 if (atomic_load_explicit(&ep->task[k].state, memory_order_acquire) == T_QUEUED) {
                     if (atomic_load(&ep->dead)) {
