@@ -614,6 +614,7 @@ static int ctrl_test(done_list *dl, mpi_session *s) {
         if (!flag)
             return 0;
         c->has_req = 0;
+        c->ep->last_heard_ns = st_now_ns(); /* the child took or sent the bytes: it lives */
     }
     if (c->op >= 0) /* no reply yet */
         return 0;
@@ -755,13 +756,24 @@ static int poll_frames(done_list *dl, mpi_session *s, uint8_t *buf) {
     return did;
 }
 
+/* A child's serve loop answers no ping while it moves a control call's bytes
+ * (COPY_TO / COPY_FROM): while that transfer's request is pending its silence
+ * bound grows by this much per byte (16 ns: 62.5 MB/s, far below any link),
+ * so a healthy child is not declared dead with MPI still holding the
+ * caller's memory, and a dead one still is within a bound. */
+#define CTRL_XFER_NS_PER_BYTE 16ull
+
 static void heartbeat(done_list *dl, mpi_session *s, uint8_t *ping) {
     uint64_t now = st_now_ns();
+    const mpi_ctrl *c = &s->ctrl;
     for (int i = 0; i < s->n; i++) {
         mpi_ep *ep = s->eps[i];
         if (atomic_load(&ep->dead) || ep->bye)
             continue;
-        if (now - ep->last_heard_ns > ep->heartbeat_ns) {
+        uint64_t bound = ep->heartbeat_ns;
+        if (atomic_load(&c->state.value) == 2 && c->ep == ep && c->has_req)
+            bound += c->arg1 * CTRL_XFER_NS_PER_BYTE;
+        if (now - ep->last_heard_ns > bound) {
             char why[STRATA_ERRMSG_MAX];
             st_msg_format(why, sizeof why,
                           "L4 child %s stopped answering: no frame for %llu ms "
