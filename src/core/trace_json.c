@@ -305,12 +305,13 @@ static void put_task_args(writer *wr, const st_trace_event *e, uint32_t edge_fro
             status_name(e->status));
     /* Its message follows it within a few records (a chip's phases between). */
     for (uint32_t k = i + 1; e->status && wr->msgs && k < wr->n && k <= i + 3; k++) {
-        const st_trace_event *x = &wr->ev[k];
-        if (x->kind != ST_TEV_ERROR || x->run != e->run || x->a != e->a ||
-            x->b != ((e->b >> 16) & 0x7fffu) || x->t[0] >= wr->msgs->n)
+        /* a child writes these records in shared memory: one copy is checked and used */
+        const st_trace_event x = wr->ev[k];
+        if (x.kind != ST_TEV_ERROR || x.run != e->run || x.a != e->a ||
+            x.b != ((e->b >> 16) & 0x7fffu) || x.t[0] >= wr->msgs->n || x.t[0] >= ST_TRACE_MSGS)
             continue;
         fputs(",\"error\":", f);
-        put_str(f, wr->msgs->text[x->t[0]]);
+        put_str(f, wr->msgs->text[x.t[0]]);
         break;
     }
     fputs(",\"deps\":[", f);

@@ -13,6 +13,7 @@
  * heartbeat_timeout_ns and its tasks fail with a message naming it).
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "exec/worker_child.h"
@@ -25,6 +26,7 @@
 #include "strata/mpi.h"
 #include "core/buffer.h"
 #include "util/alloc.h"
+#include "util/assert.h"
 #include "util/clock.h"
 #include "util/error.h"
 #include "util/growable.h"
@@ -197,7 +199,10 @@ static st_completion *free_comp(mpi_ep *ep) {
     for (int i = 0; i < ST_MPI_SLOTS; i++)
         if (st_completion_free(&ep->comp[i]))
             return &ep->comp[i];
-    return &ep->comp[0]; /* unreachable while the engine keeps its count */
+    /* unreachable while each task completes once and the engine keeps its
+     * count; a debug build stops here rather than reuse a queued record */
+    ST_ASSERT(0, "L4 child %s: no free completion record", ep->base.label);
+    return &ep->comp[0];
 }
 
 static void mpi_dispatch(st_endpoint *base, const st_dispatch *d) {
@@ -242,6 +247,11 @@ static void task_finish(done_list *dl, mpi_ep *ep, mpi_task *t, int status, cons
     if (t->finished)
         return; /* once per task: its completion is pushed at the end of the pass */
     t->finished = 1;
+#ifdef STRATA_DEBUG_ASSERT
+    for (int i = 0; i < dl->n; i++) /* each dispatch completes exactly once */
+        ST_ASSERT(dl->v[i].t != t, "L4 child %s: slot %d finished twice", ep->base.label,
+                  (int)(t - ep->task));
+#endif
     for (int i = 0; i < STRATA_MAX_TENSORS; i++) {
         st_free(t->tmp[i]);
         st_free(t->tmp_out[i]);
@@ -300,6 +310,10 @@ static void declare_dead(done_list *dl, mpi_ep *ep, const char *why) {
         mpi_task *t = &ep->task[i];
         if (atomic_load(&t->state) == T_FREE)
             continue;
+        /* a QUEUED slot is finished here, so it leaves QUEUED: the progress
+         * thread's QUEUED loop (which may be our caller) must not finish it again */
+        int queued = T_QUEUED;
+        atomic_compare_exchange_strong(&t->state, &queued, T_SENT);
         for (int k = 0; k < STRATA_MAX_TENSORS; k++)
             t->tmp[k] = t->tmp_out[k] = NULL; /* MPI may still hold them */
         task_finish(dl, ep, t, STRATA_EENDPOINT, ep->dead_msg);
@@ -319,6 +333,30 @@ static void mpi_failed(done_list *dl, mpi_ep *ep, const char *call, int rc) {
     st_msg_format(why, sizeof why, "L4 child %s: %s failed: %s", ep->base.label, call,
                   st_mpi_strerror(rc, e, (int)sizeof e));
     declare_dead(dl, ep, why);
+}
+
+/* Test seam (tests/mpi/test_mpi_send_fails.c), never set in use: with
+ * STRATA_TEST_MPI_FAIL_TASK_SEND=n in rank 0's environment the progress
+ * thread holds a child's tasks until n are queued there, then the first one's
+ * MPI_Isend reports failure (once per process). Progress thread only. */
+static int g_test_fail_at = -1; /* -1: not read yet; 0: off */
+static int g_test_fail_now;
+
+static int test_hold_tasks(mpi_ep *ep) {
+    if (g_test_fail_at < 0) {
+        const char *e = getenv("STRATA_TEST_MPI_FAIL_TASK_SEND");
+        g_test_fail_at = e ? atoi(e) : 0;
+    }
+    if (g_test_fail_at <= 0 || atomic_load(&ep->dead))
+        return 0;
+    int queued = 0;
+    for (int k = 0; k < ST_MPI_SLOTS; k++)
+        queued += atomic_load(&ep->task[k].state) == T_QUEUED;
+    if (queued < g_test_fail_at)
+        return 1;
+    g_test_fail_at = 0;
+    g_test_fail_now = 1;
+    return 0;
 }
 
 /* QUEUED -> SENT: the frame (digest + arguments), then each IN tensor's bytes. */
@@ -379,8 +417,14 @@ static void send_task(done_list *dl, mpi_ep *ep, int slot) {
     st_mpi_put32(body + sizeof(st_digest) + 4, ndrop);
     h.body_bytes = (uint32_t)at;
     st_mpi_hdr_put(t->frame, &h);
-    rc = MPI_Isend(t->frame, (int)(ST_MPI_HDR_BYTES + h.body_bytes), MPI_BYTE, ep->rank,
-                   ST_MPI_TAG_FRAME, st_mpi_comm(), &t->req[t->nreq++]);
+    if (g_test_fail_now) { /* the seam above */
+        g_test_fail_now = 0;
+        t->req[t->nreq++] = MPI_REQUEST_NULL;
+        rc = MPI_ERR_OTHER;
+    } else {
+        rc = MPI_Isend(t->frame, (int)(ST_MPI_HDR_BYTES + h.body_bytes), MPI_BYTE, ep->rank,
+                       ST_MPI_TAG_FRAME, st_mpi_comm(), &t->req[t->nreq++]);
+    }
     atomic_store(&t->state, T_SENT);
     if (rc != MPI_SUCCESS) {
         mpi_failed(dl, ep, "MPI_Isend of a task", rc);
@@ -586,11 +630,29 @@ static int ctrl_test(done_list *dl, mpi_session *s) {
         if (!flag)
             return 0;
         c->has_req = 0;
+        c->ep->last_heard_ns = st_now_ns(); /* the child took or sent the bytes: it lives */
     }
     if (c->op >= 0) /* no reply yet */
         return 0;
     st_event_set(&c->state, 3);
     return 1;
+}
+
+/* The progress thread is leaving (close): a control call posted or sent is
+ * finished with STRATA_ESTATE, and shutdown becomes 2 first, so a caller
+ * that posts after this looks sees 2 and withdraws its call (both sides
+ * store, then load: seq_cst, one of them sees the other). */
+static void ctrl_abandon(mpi_session *s) {
+    mpi_ctrl *c = &s->ctrl;
+    atomic_store(&s->shutdown, 2);
+    uint32_t cs = 1;
+    /* 1 -> 2 claims a posted call (its caller may be withdrawing it) */
+    if (!atomic_compare_exchange_strong(&c->state.value, &cs, 2) && cs != 2)
+        return;
+    c->status = STRATA_ESTATE;
+    st_msg_format(c->msg, sizeof c->msg, "%s", "the worker is closing; control call not done");
+    c->has_req = 0; /* a transfer still in flight is left to MPI, as for a dead child */
+    st_event_set(&c->state, 3);
 }
 
 /* Run one control call on child ep through the progress thread. */
@@ -621,6 +683,12 @@ static int ctrl_call_body(mpi_ep *ep, int op, uint64_t arg0, uint64_t arg1, cons
         memcpy(c->frame + ST_MPI_HDR_BYTES, body, body_len);
     st_event_set(&c->state, 1);
     ring(s);
+    uint32_t posted = 1; /* the thread left before it could see the call: withdrawn */
+    if (atomic_load(&s->shutdown) == 2 &&
+        atomic_compare_exchange_strong(&c->state.value, &posted, 0)) {
+        pthread_mutex_unlock(&s->ctrl_mu);
+        return st_fail(STRATA_ESTATE, "%s: %s is closing", what, ep->base.label);
+    }
     while (atomic_load(&c->state.value) != 3)
         st_event_wait(&c->state, atomic_load(&c->state.value), 20000, UINT64_MAX);
     int rc = c->status;
@@ -711,13 +779,24 @@ static int poll_frames(done_list *dl, mpi_session *s, uint8_t *buf) {
     return did;
 }
 
+/* A child's serve loop answers no ping while it moves a control call's bytes
+ * (COPY_TO / COPY_FROM): while that transfer's request is pending its silence
+ * bound grows by this much per byte (16 ns: 62.5 MB/s, far below any link),
+ * so a healthy child is not declared dead with MPI still holding the
+ * caller's memory, and a dead one still is within a bound. */
+#define CTRL_XFER_NS_PER_BYTE 16ull
+
 static void heartbeat(done_list *dl, mpi_session *s, uint8_t *ping) {
     uint64_t now = st_now_ns();
+    const mpi_ctrl *c = &s->ctrl;
     for (int i = 0; i < s->n; i++) {
         mpi_ep *ep = s->eps[i];
         if (atomic_load(&ep->dead) || ep->bye)
             continue;
-        if (now - ep->last_heard_ns > ep->heartbeat_ns) {
+        uint64_t bound = ep->heartbeat_ns;
+        if (atomic_load(&c->state.value) == 2 && c->ep == ep && c->has_req)
+            bound += c->arg1 * CTRL_XFER_NS_PER_BYTE;
+        if (now - ep->last_heard_ns > bound) {
             char why[STRATA_ERRMSG_MAX];
             st_msg_format(why, sizeof why,
                           "L4 child %s stopped answering: no frame for %llu ms "
@@ -797,16 +876,22 @@ static uint64_t quiet_until(mpi_session *s) {
     return until == UINT64_MAX ? 0 : until;
 }
 
+/* What the progress thread owns, allocated before it starts (so that init
+ * fails, rather than a thread that cannot serve and leaves every task and
+ * control call waiting); the thread frees it. */
+typedef struct progress_arg {
+    mpi_session *s;
+    uint8_t *buf;
+    done_list *dl;
+} progress_arg;
+
 static void *progress_main(void *arg) {
-    mpi_session *s = arg;
-    uint8_t *buf = st_malloc(ST_MPI_HDR_BYTES + ST_MPI_BODY_MAX);
+    progress_arg *pa = arg;
+    mpi_session *s = pa->s;
+    uint8_t *buf = pa->buf;
+    done_list *dl = pa->dl;
+    st_free(pa);
     uint8_t ping[ST_MPI_HDR_BYTES];
-    done_list *dl = st_calloc(1, sizeof *dl);
-    if (!buf || !dl) { /* cannot serve: every child is failed, close still works */
-        st_free(buf);
-        st_free(dl);
-        return NULL;
-    }
     uint64_t now = st_now_ns();
     for (int i = 0; i < s->n; i++)
         s->eps[i]->last_heard_ns = now;
@@ -819,6 +904,8 @@ static void *progress_main(void *arg) {
         st_mpi_lock();
         for (int i = 0; i < s->n; i++) {
             mpi_ep *ep = s->eps[i];
+            if (test_hold_tasks(ep))
+                continue;
             for (int k = 0; k < ST_MPI_SLOTS; k++)
                 if (atomic_load_explicit(&ep->task[k].state, memory_order_acquire) == T_QUEUED) {
                     if (atomic_load(&ep->dead)) {
@@ -850,6 +937,7 @@ static void *progress_main(void *arg) {
         tell_gone(s);
         push_done(dl);
         if (atomic_load(&s->shutdown)) {
+            ctrl_abandon(s);
             say_shutdown(s, buf);
             break;
         }
@@ -970,8 +1058,27 @@ static int mpi_start_threads(st_endpoint *base) {
     for (int i = 0; i < s->n; i++)
         if (!s->eps[i]->ready)
             return STRATA_OK; /* the last child's call starts it */
-    if (pthread_create(&s->thread, NULL, progress_main, s) != 0)
+    progress_arg *pa = st_calloc(1, sizeof *pa);
+    if (pa) {
+        pa->s = s;
+        pa->buf = st_malloc(ST_MPI_HDR_BYTES + ST_MPI_BODY_MAX);
+        pa->dl = st_calloc(1, sizeof *pa->dl);
+    }
+    if (!pa || !pa->buf || !pa->dl) {
+        if (pa) {
+            st_free(pa->buf);
+            st_free(pa->dl);
+        }
+        st_free(pa);
+        return st_fail_nomem("strata_worker_init: the MPI progress thread's buffers",
+                             ST_MPI_HDR_BYTES + ST_MPI_BODY_MAX);
+    }
+    if (pthread_create(&s->thread, NULL, progress_main, pa) != 0) {
+        st_free(pa->buf);
+        st_free(pa->dl);
+        st_free(pa);
         return st_fail(STRATA_ENOMEM, "strata_worker_init: cannot start the MPI progress thread");
+    }
     s->started = 1;
     return STRATA_OK;
 }
@@ -1068,8 +1175,11 @@ int st_mpi_remote_copy_to(strata_worker *w, int worker_id, strata_buffer *b, uin
     if (n > (size_t)INT32_MAX)
         return st_fail(STRATA_EINVAL, "%s: %zu bytes in one copy (at most %d)", what, n, INT32_MAX);
     uint64_t addr = (uint64_t)(uintptr_t)strata_buffer_data(b) + offset;
-    return ctrl_call(st_mpi_ep_of(st_worker_next_endpoint(w, worker_id)), ST_MPI_CTRL_COPY_TO, addr,
-                     n, src, NULL, NULL, what);
+    mpi_ep *ep = st_mpi_ep_of(st_worker_next_endpoint(w, worker_id));
+    if (!ep) /* close let go of the endpoint: the memory went with its rank */
+        return st_fail(STRATA_ESTATE, "%s: worker %d was closed; only the handle is left", what,
+                       worker_id);
+    return ctrl_call(ep, ST_MPI_CTRL_COPY_TO, addr, n, src, NULL, NULL, what);
 }
 
 int st_mpi_remote_copy_from(strata_worker *w, int worker_id, const strata_buffer *b,
@@ -1078,8 +1188,11 @@ int st_mpi_remote_copy_from(strata_worker *w, int worker_id, const strata_buffer
     if (n > (size_t)INT32_MAX)
         return st_fail(STRATA_EINVAL, "%s: %zu bytes in one copy (at most %d)", what, n, INT32_MAX);
     uint64_t addr = (uint64_t)(uintptr_t)strata_buffer_data(b) + offset;
-    return ctrl_call(st_mpi_ep_of(st_worker_next_endpoint(w, worker_id)), ST_MPI_CTRL_COPY_FROM,
-                     addr, n, NULL, dst, NULL, what);
+    mpi_ep *ep = st_mpi_ep_of(st_worker_next_endpoint(w, worker_id));
+    if (!ep) /* close let go of the endpoint: the memory went with its rank */
+        return st_fail(STRATA_ESTATE, "%s: worker %d was closed; only the handle is left", what,
+                       worker_id);
+    return ctrl_call(ep, ST_MPI_CTRL_COPY_FROM, addr, n, NULL, dst, NULL, what);
 }
 
 int st_mpi_remote_free(strata_worker *w, int worker_id, strata_buffer *b) {
@@ -1087,7 +1200,7 @@ int st_mpi_remote_free(strata_worker *w, int worker_id, strata_buffer *b) {
     uint64_t addr = (uint64_t)(uintptr_t)strata_buffer_data(b);
     int rc = STRATA_OK;
     /* after close (or a dead child) the memory went with its rank: only the handle is left */
-    if (ep->s->started && !atomic_load(&ep->dead) && !atomic_load(&ep->s->shutdown))
+    if (ep && ep->s->started && !atomic_load(&ep->dead) && !atomic_load(&ep->s->shutdown))
         rc =
             ctrl_call(ep, ST_MPI_CTRL_FREE, addr, 0, NULL, NULL, NULL, "strata_worker_remote_free");
     st_buffer_destroy_device(b);

@@ -86,7 +86,6 @@ static int ensure_locked(int *argc, char ***argv, const char *who) {
     if (MPI_Comm_dup(MPI_COMM_WORLD, &g_comm) != MPI_SUCCESS)
         return st_fail(STRATA_EENDPOINT, "%s: MPI_Comm_dup failed", who);
     MPI_Comm_set_errhandler(g_comm, MPI_ERRORS_RETURN);
-    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     g_ready = 1;
     return STRATA_OK;
 }

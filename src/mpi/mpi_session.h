@@ -119,7 +119,8 @@ struct mpi_session {
     int served;            /* a non-root rank: the serve loop ran (never returns) */
     int spent;             /* closed, or init failed after the children were told */
     int destroyed;         /* endpoints destroyed so far */
-    _Atomic int shutdown;  /* the progress thread is to say SHUTDOWN and leave */
+    _Atomic int shutdown;  /* 1: the progress thread is to say SHUTDOWN and leave; 2: it
+                            * no longer serves control calls (ctrl_abandon) */
     _Atomic uint32_t bell; /* bumped by dispatch, stop and control calls: the thread wakes */
     pthread_t thread;
     pthread_mutex_t ctrl_mu; /* serialises control calls (see the top of this file) */

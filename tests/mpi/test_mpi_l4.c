@@ -758,9 +758,20 @@ static void close_in_flight(l4 *f) {
         g.t[i].slow = i < 4;
     tgraph_fill(&g, model, 5);
     strata_run *h;
+    strata_buffer *rb = NULL; /* remote memory still held at close */
+    if (!f->local)
+        MT_OK(strata_worker_remote_malloc(f->w, f->child[1], 64, &rb));
     MT_OK(strata_worker_submit(f->w, tgraph_orch, &g, &h));
     MT_OK(strata_worker_close(f->w)); /* waits for the run */
     MT_CHECK(strata_run_done(h), "close waited for the run");
+    if (rb) { /* after close the memory went with its rank: copies refused, the handle freed */
+        char bytes[64] = {0};
+        MT_CHECK(strata_worker_remote_copy_to(f->w, rb, 0, bytes, sizeof bytes) == STRATA_ESTATE,
+                 "copy_to after close is refused");
+        MT_CHECK(strata_worker_remote_copy_from(f->w, rb, 0, bytes, sizeof bytes) == STRATA_ESTATE,
+                 "copy_from after close is refused");
+        MT_OK(strata_worker_remote_free(f->w, rb));
+    }
     MT_OK(strata_run_status(h));
     strata_run_release(h);
     oracle(&g, model);
