@@ -51,14 +51,32 @@ static void drop_holders(mpi_session *s, st_dir_entry *e, int keep) {
 
 /* Room for `bytes` more copies on ep: its oldest copies (lowest id) go first.
  * 0 if the copy does not fit at all. */
-static int make_room(mpi_session *s, mpi_ep *ep, uint64_t bytes) {
-    if (bytes > ST_MPI_CACHE_BYTES)
+/* Whether copy `id` is one the task being placed already uses (its tensors
+ * 0 .. i-1, or the one being placed now, `self`): eviction must leave those,
+ * or the child would drop, before this task's placements, a copy the same
+ * frame tells it to read. */
+static int placed_by_task(const mpi_task *t, uint32_t i, uint64_t self, uint64_t id) {
+    if (id == self)
+        return 1;
+    for (uint32_t j = 0; j < i; j++)
+        if (t->place[j].id == id)
+            return 1;
+    return 0;
+}
+
+/* Room for `bytes` more on ep's rank: drop its least recently used copies
+ * that the task being placed does not use. 0: it does not fit. */
+static int make_room(mpi_session *s, mpi_ep *ep, const mpi_task *t, uint32_t i, uint64_t self,
+                     uint64_t bytes) {
+    uint64_t budget = atomic_load_explicit(&s->cache_budget, memory_order_relaxed);
+    if (bytes > budget)
         return 0;
-    while (ep->cache_bytes + bytes > ST_MPI_CACHE_BYTES) {
+    while (ep->cache_bytes + bytes > budget) {
         st_dir_entry *old = NULL;
         st_dir_entry *e;
-        for (uint32_t i = 0; (e = st_dir_at(&s->dir, i)) != NULL; i++)
-            if (st_dir_holds(e, ep->index) && (!old || e->id < old->id))
+        for (uint32_t k = 0; (e = st_dir_at(&s->dir, k)) != NULL; k++)
+            if (st_dir_holds(e, ep->index) && (!old || e->last_use < old->last_use) &&
+                !placed_by_task(t, i, self, e->id))
                 old = e;
         if (!old)
             return 0;
@@ -121,8 +139,9 @@ int st_mpi_place_tensor(mpi_ep *ep, mpi_task *t, int slot, uint32_t i, mpi_ep **
         return MPI_SUCCESS;
     }
     pl->id = e->id;
+    e->last_use = ++s->use_clock;
     if (!(dirs & ST_XFER_IN)) { /* OUT: the result is the copy (the directory learns at the end) */
-        if (make_room(s, ep, e->bytes))
+        if (make_room(s, ep, t, i, e->id, e->bytes))
             pl->kind = ST_PLACE_NONE | ST_PLACE_KEEP;
         return MPI_SUCCESS;
     }
@@ -159,7 +178,7 @@ int st_mpi_place_tensor(mpi_ep *ep, mpi_task *t, int slot, uint32_t i, mpi_ep **
         return MPI_SUCCESS;
     }
     mpi_ep *from = peer ? peer : valid ? live_holder(s, e, ep) : NULL;
-    int keep = make_room(s, ep, e->bytes);
+    int keep = make_room(s, ep, t, i, e->id, e->bytes);
     int rc = MPI_SUCCESS;
     if (from) {
         pl->kind = ST_PLACE_PEER | (peer ? ST_PLACE_VERIFY : 0);

@@ -38,6 +38,7 @@ typedef struct st_dir_entry {
      * other task, by the dispatch observer), so a use there skips the
      * digest: a copy is checked against the host bytes once per run. */
     uint64_t checked_run;
+    uint64_t last_use; /* the session's use_clock at its latest placement: eviction order */
     uint64_t holders[ST_DIR_MAX_HOLDERS / 64];
     uint32_t at;                    /* its index in v[] */
     struct st_dir_entry *next_hash; /* the next entry of its hash bucket */

@@ -126,6 +126,7 @@ static int make_session(strata_worker *parent, mpi_session **out) {
     pthread_mutex_init(&s->ctrl_mu, NULL);
     pthread_mutex_init(&s->writes_mu, NULL);
     st_dir_init(&s->dir);
+    atomic_init(&s->cache_budget, ST_MPI_CACHE_BYTES);
     *out = s;
     return STRATA_OK;
 }
@@ -1205,6 +1206,16 @@ int st_mpi_remote_free(strata_worker *w, int worker_id, strata_buffer *b) {
             ctrl_call(ep, ST_MPI_CTRL_FREE, addr, 0, NULL, NULL, NULL, "strata_worker_remote_free");
     st_buffer_destroy_device(b);
     return rc;
+}
+
+int st_mpi_test_set_cache_budget(strata_worker *w, int worker_id, uint64_t bytes) {
+    mpi_ep *ep = st_mpi_ep_of(st_worker_next_endpoint(w, worker_id));
+    if (!ep)
+        return st_fail(STRATA_EINVAL, "st_mpi_test_set_cache_budget: worker %d is not an MPI child",
+                       worker_id);
+    atomic_store_explicit(&ep->s->cache_budget, bytes ? bytes : ST_MPI_CACHE_BYTES,
+                          memory_order_relaxed);
+    return STRATA_OK;
 }
 
 int st_mpi_child_traffic(strata_worker *w, int worker_id, st_mpi_traffic *out) {

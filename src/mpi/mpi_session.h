@@ -127,7 +127,11 @@ struct mpi_session {
     mpi_ctrl ctrl;
     uint64_t ctrl_seq;
     uint64_t startup_deadline;
-    st_directory dir; /* progress thread only */
+    st_directory dir;   /* progress thread only */
+    uint64_t use_clock; /* progress thread only: stamps st_dir_entry.last_use */
+    /* Bytes of kept copies per child (ST_MPI_CACHE_BYTES; a test seam,
+     * st_mpi_test_set_cache_budget, lowers it between runs). */
+    _Atomic uint64_t cache_budget;
     /* Host tensors written by tasks that do not go to this session's
      * children (the dispatch observer appends them, under the engine lock),
      * taken by the progress thread before it places a task: the directory

@@ -72,6 +72,13 @@ int st_mpi_remote_free(strata_worker *w, int worker_id, strata_buffer *b) {
     return st_fail(STRATA_ESTATE, "strata_worker_remote_free: " ST_NO_MPI);
 }
 
+int st_mpi_test_set_cache_budget(strata_worker *w, int worker_id, uint64_t bytes) {
+    (void)w;
+    (void)worker_id;
+    (void)bytes;
+    return st_fail(STRATA_ESTATE, "st_mpi_test_set_cache_budget: " ST_NO_MPI);
+}
+
 int st_mpi_child_traffic(strata_worker *w, int worker_id, st_mpi_traffic *out) {
     (void)w, (void)worker_id, (void)out;
     return st_fail(STRATA_ESTATE, "st_mpi_child_traffic: " ST_NO_MPI);

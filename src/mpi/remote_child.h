@@ -42,5 +42,8 @@ typedef struct st_mpi_traffic {
     uint64_t from_root, to_root, from_peers, to_peers, cache_hits, cached_bytes, cpu_ns;
 } st_mpi_traffic;
 int st_mpi_child_traffic(strata_worker *w, int worker_id, st_mpi_traffic *out);
+/* Test seam: the bytes of kept copies each MPI child of w's session may hold
+ * (0: the default, ST_MPI_CACHE_BYTES). Between runs only. */
+int st_mpi_test_set_cache_budget(strata_worker *w, int worker_id, uint64_t bytes);
 
 #endif

@@ -433,6 +433,42 @@ static void rank_to_rank(l4 *f) {
     tgraph_close(&g);
 }
 
+/* With room for three tiles of kept copies on rank 2, a task that reads a
+ * tile rank 2 keeps and a new tile makes room by dropping the least recently
+ * used copy the task does not use: before, it dropped the oldest copy, which
+ * was the one the same frame told rank 2 to read (that task then failed,
+ * "does not hold"). */
+static void eviction_keeps_the_tasks_own_copies(l4 *f) {
+    if (f->local)
+        return; /* local children keep no copies */
+    tgraph g;
+    tgraph_open(&g, f);
+    int32_t model[NBUF][TILES * T];
+    const uint64_t tile = T * sizeof(int32_t);
+    MT_OK(st_mpi_test_set_cache_budget(f->w, f->child[1], 3 * tile));
+    tview three[4] = {
+        {2, 4, 1, STRATA_IN}, {2, 5, 1, STRATA_IN}, {2, 6, 1, STRATA_IN}, {1, 4, 1, STRATA_OUT}};
+    tview again[3] = {{2, 4, 1, STRATA_IN}, {2, 7, 1, STRATA_IN}, {1, 5, 1, STRATA_OUT}};
+    st_mpi_traffic before[2], after[2];
+    tgraph_fill(&g, model, 91);
+    add_task(&g, 1, 4, three); /* rank 2 keeps tiles 4, 5, 6 of buffer 2: full */
+    MT_OK(strata_worker_run(f->w, tgraph_orch, &g));
+    oracle(&g, model);
+    tgraph_check(&g, model, "three kept tiles");
+    g.ntasks = 0;
+    add_task(&g, 1, 3, again); /* tile 4 kept (the oldest), tile 7 new: 5 goes */
+    traffic(f, before);
+    MT_OK(strata_worker_run(f->w, tgraph_orch, &g));
+    traffic(f, after);
+    oracle(&g, model);
+    tgraph_check(&g, model, "a kept tile read beside a new one");
+    MT_CHECK(DELTA(cache_hits, 1) == 1 && DELTA(from_root, 1) == tile,
+             "rank 2 read tile 4 from its copy and got tile 7 from rank 0 (hits %llu, %llu bytes)",
+             (unsigned long long)DELTA(cache_hits, 1), (unsigned long long)DELTA(from_root, 1));
+    MT_OK(st_mpi_test_set_cache_budget(f->w, f->child[1], 0));
+    tgraph_close(&g);
+}
+
 /* A sub task of the L4 writes, between two reads on rank 2 in one run, the
  * view rank 2 keeps a copy of: the second read takes the new bytes from rank
  * 0 (the copy was checked against the host bytes at the first read of the
@@ -793,6 +829,7 @@ int main(int argc, char **argv) {
     chips_and_errors(&f);
     cross_rank_dependencies(&f);
     rank_to_rank(&f);
+    eviction_keeps_the_tasks_own_copies(&f);
     l4_sub_write_in_a_run(&f);
     verified_moves(&f);
     remote_memory(&f);
