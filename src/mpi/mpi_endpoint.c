@@ -1170,29 +1170,36 @@ int st_mpi_remote_malloc(strata_worker *w, int worker_id, size_t nbytes, strata_
     return STRATA_OK;
 }
 
+/* What both remote copies check first: the size, and that the endpoint is still
+ * there. The child's address of the copy in *addr, its endpoint in *ep. */
+static int remote_copy_target(strata_worker *w, int worker_id, const strata_buffer *b,
+                              uint64_t offset, size_t n, const char *what, uint64_t *addr,
+                              mpi_ep **ep) {
+    if (n > (size_t)INT32_MAX)
+        return st_fail(STRATA_EINVAL, "%s: %zu bytes in one copy (at most %d)", what, n, INT32_MAX);
+    *addr = (uint64_t)(uintptr_t)strata_buffer_data(b) + offset;
+    *ep = st_mpi_ep_of(st_worker_next_endpoint(w, worker_id));
+    if (!*ep) /* close let go of the endpoint: the memory went with its rank */
+        return st_fail(STRATA_ESTATE, "%s: worker %d was closed; only the handle is left", what,
+                       worker_id);
+    return STRATA_OK;
+}
+
 int st_mpi_remote_copy_to(strata_worker *w, int worker_id, strata_buffer *b, uint64_t offset,
                           const void *src, size_t n) {
     const char *what = "strata_worker_remote_copy_to";
-    if (n > (size_t)INT32_MAX)
-        return st_fail(STRATA_EINVAL, "%s: %zu bytes in one copy (at most %d)", what, n, INT32_MAX);
-    uint64_t addr = (uint64_t)(uintptr_t)strata_buffer_data(b) + offset;
-    mpi_ep *ep = st_mpi_ep_of(st_worker_next_endpoint(w, worker_id));
-    if (!ep) /* close let go of the endpoint: the memory went with its rank */
-        return st_fail(STRATA_ESTATE, "%s: worker %d was closed; only the handle is left", what,
-                       worker_id);
+    uint64_t addr = 0;
+    mpi_ep *ep = NULL;
+    STRATA_TRY(remote_copy_target(w, worker_id, b, offset, n, what, &addr, &ep));
     return ctrl_call(ep, ST_MPI_CTRL_COPY_TO, addr, n, src, NULL, NULL, what);
 }
 
 int st_mpi_remote_copy_from(strata_worker *w, int worker_id, const strata_buffer *b,
                             uint64_t offset, void *dst, size_t n) {
     const char *what = "strata_worker_remote_copy_from";
-    if (n > (size_t)INT32_MAX)
-        return st_fail(STRATA_EINVAL, "%s: %zu bytes in one copy (at most %d)", what, n, INT32_MAX);
-    uint64_t addr = (uint64_t)(uintptr_t)strata_buffer_data(b) + offset;
-    mpi_ep *ep = st_mpi_ep_of(st_worker_next_endpoint(w, worker_id));
-    if (!ep) /* close let go of the endpoint: the memory went with its rank */
-        return st_fail(STRATA_ESTATE, "%s: worker %d was closed; only the handle is left", what,
-                       worker_id);
+    uint64_t addr = 0;
+    mpi_ep *ep = NULL;
+    STRATA_TRY(remote_copy_target(w, worker_id, b, offset, n, what, &addr, &ep));
     return ctrl_call(ep, ST_MPI_CTRL_COPY_FROM, addr, n, NULL, dst, NULL, what);
 }
 
