@@ -179,13 +179,22 @@ static void tracked_masks(const strata_task_args *a, uint64_t *tracked, uint64_t
 
 /* Arguments of one task that overlap where either writes are rejected: within
  * a member, and across the members of a group (members run at the same time). */
+/* Tensors i and j of member m overlap where one writes: the error, naming the
+ * pair in index order. */
+static int overlap_within(const char *what, int m, uint32_t i, uint32_t j) {
+    return st_fail(STRATA_EINVAL,
+                   "%s: member %d tensors %u and %u overlap and at least one is written; split "
+                   "the task or use disjoint views",
+                   what, m, i < j ? i : j, i < j ? j : i);
+}
+
 static int check_no_self_overlap(const strata_task_args *args, int m, const char *what) {
     const strata_task_args *a = &args[m];
     if (m == 0 && a->ntensors <= ST_PAIRWISE_MAX_TENSORS) {
         for (uint32_t i = 0; i < a->ntensors; i++)
             for (uint32_t j = i + 1; j < a->ntensors; j++)
                 if (args_conflict(a, i, a, j))
-                    goto within;
+                    return overlap_within(what, m, i, j);
         return STRATA_OK;
     }
     uint64_t tracked, writers;
@@ -195,9 +204,11 @@ static int check_no_self_overlap(const strata_task_args *args, int m, const char
     for (uint64_t wl = writers; wl; wl &= wl - 1) {
         uint32_t i = (uint32_t)__builtin_ctzll(wl);
         uint64_t others = tracked & ~(1ull << i) & ~(writers & ((1ull << i) - 1));
-        for (uint64_t jl = others; jl; jl &= jl - 1)
-            if (args_conflict(a, i, a, (uint32_t)__builtin_ctzll(jl)))
-                goto within;
+        for (uint64_t jl = others; jl; jl &= jl - 1) {
+            uint32_t j = (uint32_t)__builtin_ctzll(jl);
+            if (args_conflict(a, i, a, j))
+                return overlap_within(what, m, i, j);
+        }
     }
     /* Across members: each pair with a writer on either side. */
     for (int p = 0; p < m; p++) {
@@ -216,17 +227,6 @@ static int check_no_self_overlap(const strata_task_args *args, int m, const char
         }
     }
     return STRATA_OK;
-within:
-    /* The message names the first conflicting pair in index order, whichever
-     * loop found a conflict. */
-    for (uint32_t i = 0; i < a->ntensors; i++)
-        for (uint32_t j = i + 1; j < a->ntensors; j++)
-            if (args_conflict(a, i, a, j))
-                return st_fail(STRATA_EINVAL,
-                               "%s: member %d tensors %u and %u overlap and at least one is "
-                               "written; split the task or use disjoint views",
-                               what, m, i, j);
-    return STRATA_OK; /* not reached: a conflict was found above */
 }
 
 int st_check_args(strata_task_args *args, int n, const int *targets, const char *what) {
