@@ -23,7 +23,7 @@
 
 #include <strata/strata.h>
 
-#include "util/clock.h"
+#include "util/stamp.h"
 #include "util/trace_buffer.h"
 
 #define TARGET_OFF_RATIO 1.02
@@ -187,12 +187,12 @@ static int measure_per_task(const bench_options *opt, bench_report *report) {
 }
 
 /* The recorder alone: each event reads the clock and fills one record, as
- * the engine's record points do. */
+ * the engine's record points do (the stamp of util/stamp.h). */
 static double per_event_once(st_trace_lane *l) {
     atomic_store_explicit(&l->count, 0, memory_order_relaxed);
     uint64_t t0 = bench_now_ns();
     for (uint32_t i = 0; i < l->cap; i++) {
-        uint64_t now = st_now_ns();
+        uint64_t now = st_stamp();
         st_trace_event *e = st_trace_lane_next(l, now);
         if (!e)
             break;
@@ -205,6 +205,7 @@ static double per_event_once(st_trace_lane *l) {
 
 static int measure_per_event(const bench_options *opt, bench_report *report) {
     st_trace_lane l;
+    st_stamp_setup(); /* as strata_worker_create does */
     if (st_trace_lane_init(&l, opt->quick ? 1u << 14 : 1u << 18) != STRATA_OK)
         return failed("st_trace_lane_init", STRATA_ENOMEM);
     static bench_series s;

@@ -40,6 +40,7 @@
 #include "util/alloc.h"
 #include "util/assert.h"
 #include "util/clock.h"
+#include "util/stamp.h"
 #include "util/error.h"
 #include "util/lease.h"
 #include "util/message.h"
@@ -188,10 +189,10 @@ static void retire(st_run_lane *lane, st_lane_run *r) {
 static void finish(st_run_lane *lane, st_lane_run *r) {
     if (r->phase == ST_LANE_PREPARED || r->phase == ST_LANE_LAUNCHED) {
         if (r->timed && r->phase == ST_LANE_LAUNCHED)
-            r->times.complete = st_now_ns();
+            r->times.complete = st_stamp();
         int rc = st_cw_finalize(lane->cw, &r->token);
         if (r->timed)
-            r->times.finalize_end = st_now_ns();
+            r->times.finalize_end = st_stamp();
         if (rc != STRATA_OK) {
             fail_run(r, rc);
             poison_lane(lane, r);
@@ -250,7 +251,7 @@ static prepare_outcome prepare_native(st_run_lane *lane, st_lane_run *r, int as_
     st_native_token token = {0};
     int rc;
     if (r->timed)
-        r->times.prepare_start = st_now_ns();
+        r->times.prepare_start = st_stamp();
     if (as_successor) {
         st_chip_worker *cw = lane->cw; /* close drains first: it outlives the prepare */
         r->preparing = 1;
@@ -263,7 +264,7 @@ static prepare_outcome prepare_native(st_run_lane *lane, st_lane_run *r, int as_
         rc = st_cw_prepare(lane->cw, &req, &token, &incompatible);
     }
     if (r->timed)
-        r->times.prepare_end = st_now_ns();
+        r->times.prepare_end = st_stamp();
     if (rc == STRATA_OK) {
         r->token = token;
         lane_move(r, LANE_T_PREPARE);
@@ -343,7 +344,7 @@ static void launch_front(st_run_lane *lane) {
             yield_unactivated(lane);
         if (f->phase == ST_LANE_PREPARED || prepare_native(lane, f, 0) == PREPARE_OK) {
             if (f->timed)
-                f->times.launch = st_now_ns();
+                f->times.launch = st_stamp();
             int rc = st_cw_launch(lane->cw, &f->token);
             if (rc == STRATA_OK) {
                 lane_move(f, LANE_T_LAUNCH);

@@ -19,6 +19,7 @@
 #include "core/run.h"
 #include "core/slot.h"
 #include "util/clock.h"
+#include "util/stamp.h"
 #include "util/error.h"
 
 /* The capacity deadline of one submit, started by its first wait. */
@@ -37,7 +38,7 @@ static st_slot *take_slot(strata_worker *w, uint64_t *deadline_io, const char *w
                 w->stats.window_high_water = used;
             return s;
         }
-        uint64_t began = ST_TRACING(w) ? st_now_ns() : 0;
+        uint64_t began = ST_TRACING(w) ? st_stamp() : 0;
         uint64_t deadline = capacity_deadline(w, deadline_io);
         /* Woken in batches (see consume(), release.c); re-check every millisecond anyway. */
         uint32_t seen = atomic_load(&w->space_ev.value);
@@ -83,7 +84,7 @@ static int take_heap(strata_worker *w, int ring, uint64_t bytes, uint64_t *deadl
             note_heap_high_water(w, ring);
         if (rc != STRATA_ECAPACITY)
             return rc;
-        uint64_t began = ST_TRACING(w) ? st_now_ns() : 0;
+        uint64_t began = ST_TRACING(w) ? st_stamp() : 0;
         uint64_t deadline = capacity_deadline(w, deadline_io);
         uint32_t seen = atomic_load(&w->space_ev.value);
         st_hook(w, ST_HOOK_CAPACITY_WAIT, 0);

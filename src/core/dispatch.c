@@ -23,7 +23,7 @@
 #include "core/ready_queue.h"
 #include "core/run.h"
 #include "core/slot.h"
-#include "util/clock.h"
+#include "util/stamp.h"
 #include "util/futex.h"
 #include "util/registry.h"
 
@@ -73,7 +73,7 @@ static void dispatch_member(strata_worker *w, st_slot *s, uint16_t m, st_endpoin
                             uint32_t dispatch_id, int caller_cpu, int staged) {
     s->member_state[m] = ST_MEMBER_RUNNING;
     if (ST_TIMED(w) && m == 0)
-        s->t_dispatch = st_now_ns();
+        s->t_dispatch = st_stamp();
     st_dispatch d = {
         .ref = st_ref_of(s),
         .run_id = s->run->id,

@@ -25,7 +25,7 @@
 #include "util/alloc.h"
 #include "util/growable.h"
 #include "util/assert.h"
-#include "util/clock.h"
+#include "util/stamp.h"
 #include "util/futex.h"
 
 /* ---- consumption and references ------------------------------------------ */
@@ -151,7 +151,7 @@ void st_enqueue_ready(strata_worker *w, st_slot *s) {
     st_run *r = s->run;
     st_ready_queue *q;
     if (ST_TIMED(w))
-        s->t_ready = st_now_ns();
+        s->t_ready = st_stamp();
     if (s->kind == ST_SLOT_SUB)
         q = &r->sub_q;
     else if (s->nmembers > 1)

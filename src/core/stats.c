@@ -11,8 +11,25 @@
 #include "core/engine.h"
 #include "core/run.h"
 #include "core/trace.h"
-#include "util/clock.h"
+#include "util/stamp.h"
 #include "util/error.h"
+
+/* The engine keeps durations in stamps (core/trace.h): nanoseconds here. */
+static void lane_to_ns(const st_stamp_scale *sc, strata_lane_stats *l) {
+    l->busy_ns = st_stamp_span_ns(sc, l->busy_ns);
+}
+
+static void worker_stats_to_ns(strata_worker_statistics *out) {
+    st_stamp_scale sc = st_stamp_scale_now();
+    for (uint32_t i = 0; i < STRATA_MAX_SUB_WORKERS; i++)
+        lane_to_ns(&sc, &out->sub[i]);
+    lane_to_ns(&sc, &out->helper);
+    for (uint32_t j = 0; j < STRATA_MAX_NEXT_LEVEL; j++)
+        lane_to_ns(&sc, &out->next[j]);
+    out->elapsed_ns = st_stamp_span_ns(&sc, out->elapsed_ns);
+    out->overhead_mean_ns = st_stamp_span_ns(&sc, out->overhead_mean_ns);
+    out->overhead_max_ns = st_stamp_span_ns(&sc, out->overhead_max_ns);
+}
 
 int strata_worker_stats(const strata_worker *cw, strata_worker_statistics *out) {
     if (!cw || !out)
@@ -25,13 +42,14 @@ int strata_worker_stats(const strata_worker *cw, strata_worker_statistics *out) 
         out->next_level = (uint32_t)w->nnext;
     }
     uint64_t t0 = w->trace.t0;
-    uint64_t end = w->trace.end_ns ? w->trace.end_ns : st_now_ns();
-    out->elapsed_ns = t0 && end > t0 ? end - t0 : 0;
+    uint64_t end = w->trace.t1 ? w->trace.t1 : st_stamp();
+    out->elapsed_ns = t0 && end > t0 ? end - t0 : 0; /* in stamps until converted below */
     out->trace_events = st_trace_lane_count(w->trace.lane);
     out->trace_dropped = w->trace.lane->dropped;
     st_engine_unlock(w);
     /* The engine keeps the sum in the mean's place. */
     out->overhead_mean_ns = out->overhead_tasks ? out->overhead_mean_ns / out->overhead_tasks : 0;
+    worker_stats_to_ns(out);
     return STRATA_OK;
 }
 
@@ -57,6 +75,10 @@ int strata_run_stats(const strata_run *cr, strata_run_statistics *out) {
     out->critical_path_ns = r->st_crit;
     if (!done)
         st_engine_unlock(w);
+    st_stamp_scale sc = st_stamp_scale_now();
+    out->overhead_mean_ns = st_stamp_span_ns(&sc, out->overhead_mean_ns);
+    out->overhead_max_ns = st_stamp_span_ns(&sc, out->overhead_max_ns);
+    out->critical_path_ns = st_stamp_span_ns(&sc, out->critical_path_ns);
     return STRATA_OK;
 }
 

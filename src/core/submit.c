@@ -17,7 +17,7 @@
 #include "core/slot.h"
 #include "core/worker.h"
 #include "util/alloc.h"
-#include "util/clock.h"
+#include "util/stamp.h"
 #include "util/error.h"
 
 /* Bytes of storage a single task's args need: the used prefix of a
@@ -88,7 +88,7 @@ void st_init_slot(strata_orch *o, st_slot *s, st_slot_kind kind, strata_callable
     s->fanout_total = s->fanout_released = 0;
     s->fail_status = 0;
     s->path_ns = 0;
-    s->t_submit = ST_TIMED(r->w) ? st_now_ns() : 0;
+    s->t_submit = ST_TIMED(r->w) ? st_stamp() : 0;
     s->cfg = (strata_call_config){0};
     st_run_link_slot(r, s);
     r->active_tasks++;

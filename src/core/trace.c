@@ -21,7 +21,7 @@
 #include "core/trace.h"
 #include "core/trace_child.h"
 #include "util/alloc.h"
-#include "util/clock.h"
+#include "util/stamp.h"
 #include "util/error.h"
 
 /* Top-level workers that took STRATA_TRACE, and the process they were
@@ -85,6 +85,7 @@ static int env_trace_path(char **out) {
 int st_trace_create(strata_worker *w) {
     st_trace *t = &w->trace;
     st_error_init(&t->status);
+    st_stamp_setup();     /* before the first stamp of this process */
     t->lane = &t->engine; /* empty until tracing maps it */
     if (w->cfg.trace_path) {
         t->path = st_strdup(w->cfg.trace_path);
@@ -125,7 +126,7 @@ void st_trace_destroy(strata_worker *w) {
 }
 
 void st_trace_start(strata_worker *w) {
-    w->trace.t0 = st_now_ns();
+    w->trace.t0 = st_stamp();
     /* Kept for strata_worker_stats after close, which empties the tables. */
     w->stats.sub_workers = (uint32_t)w->nsubs;
     w->stats.next_level = (uint32_t)w->nnext;
@@ -133,8 +134,8 @@ void st_trace_start(strata_worker *w) {
 
 void st_trace_finish(strata_worker *w) {
     st_trace *t = &w->trace;
-    st_engine_lock(w); /* strata_worker_stats reads end_ns under it */
-    t->end_ns = st_now_ns();
+    st_engine_lock(w); /* strata_worker_stats reads t1 under it */
+    t->t1 = st_stamp();
     st_engine_unlock(w);
     if (!t->on)
         return;
@@ -225,7 +226,7 @@ static int times_trusted(strata_worker *w, const st_slot *s, const st_completion
         return 0;
     int ok = c->t_start != 0 && c->t_start >= s->t_dispatch && c->t_end >= c->t_start;
     if (ok && c->ep->pid != 0)
-        ok = c->t_end <= st_now_ns();
+        ok = c->t_end <= st_stamp();
     if (!ok) {
         w->trace.times_rejected++;
         if (w->trace.into) /* the parent reads the region, not this process's count */
@@ -258,7 +259,7 @@ static void error_text(strata_worker *w, st_slot *s, const st_completion *c, uin
 
 void st_trace_task_end(strata_worker *w, st_slot *s, const st_completion *c) {
     int measured = times_trusted(w, s, c);
-    uint64_t now = measured ? c->t_end : st_now_ns(); /* one clock read fewer per task */
+    uint64_t now = measured ? c->t_end : st_stamp(); /* one clock read fewer per task */
     uint64_t start = measured ? c->t_start : s->t_dispatch;
     uint64_t end = now;
     uint64_t dur = end > start ? end - start : 0;
@@ -307,7 +308,7 @@ void st_trace_task_end(strata_worker *w, st_slot *s, const st_completion *c) {
 }
 
 void st_trace_not_run(strata_worker *w, st_slot *s) {
-    uint64_t now = st_now_ns();
+    uint64_t now = st_stamp();
     st_trace_event *e = next_event(w, now);
     if (!e)
         return;
@@ -323,7 +324,9 @@ void st_trace_not_run(strata_worker *w, st_slot *s) {
 }
 
 void st_trace_phase(strata_worker *w, st_run *r, uint32_t phase) {
-    uint64_t now = st_now_ns();
+    if (phase == ST_RUN_COMPLETED || phase == ST_RUN_FAILED)
+        st_trace_regions_drain(w); /* a child Worker's own chips: before its run's end */
+    uint64_t now = st_stamp();
     st_trace_event *e = next_event(w, now);
     if (!e)
         return;
@@ -332,7 +335,7 @@ void st_trace_phase(strata_worker *w, st_run *r, uint32_t phase) {
 }
 
 void st_trace_wait(strata_worker *w, uint64_t began, int heap) {
-    uint64_t now = st_now_ns();
+    uint64_t now = st_stamp();
     st_trace_event *e = next_event(w, now);
     if (!e)
         return;

@@ -4,6 +4,8 @@
  * Owns: st_trace (is tracing on, are tasks timed, the file, the lane the
  * engine writes under its lock, the write status), the event kinds, the
  * record calls (trace.c) and the file writer's entry (trace_json.c).
+ * Every time it keeps is a stamp (util/stamp.h), converted to nanoseconds
+ * only where it leaves: the statistics calls and the file.
  * Must never: read the clock or record anything when neither tracing nor
  * collect_stats is on (every point is one test of `timed` or `on`), block,
  * or allocate on the record path. All record calls run under the engine
@@ -65,8 +67,8 @@ typedef struct st_trace {
     int env_allowed; /* a top-level worker: STRATA_TRACE applies (never a child Worker) */
     int timed;       /* tasks are timed: on || collect_stats */
     char *path;      /* the file, written at close */
-    uint64_t t0;     /* monotonic ns of ts 0 (init) */
-    uint64_t end_ns; /* close: the end of elapsed_ns */
+    uint64_t t0;     /* the stamp of ts 0 (init; util/stamp.h) */
+    uint64_t t1;     /* the stamp at close: the end of elapsed_ns */
     st_trace_lane engine;
     st_trace_lane *lane; /* where the record points write: &engine, or the region of `into` */
     st_trace_msgs *msgs; /* failed tasks' messages: the worker's own, or the region's */
@@ -74,6 +76,10 @@ typedef struct st_trace {
     struct st_trace_region *into; /* a child Worker in a process: its parent's region (no file) */
     /* The parent's regions for its process children (trace_child.c), by next-level id. */
     struct st_trace_region *child[STRATA_MAX_NEXT_LEVEL];
+    /* A worker recording `into` a region: how many records and drops of each
+     * child region it copied into its lane so far (st_trace_regions_drain). */
+    uint32_t drained[STRATA_MAX_NEXT_LEVEL];
+    uint64_t drained_drops[STRATA_MAX_NEXT_LEVEL];
     uint64_t times_rejected; /* completions whose start/end failed the bounds (trace.c) */
     st_error status;         /* writing the file */
 } st_trace;
@@ -102,6 +108,12 @@ void st_stats_count(struct strata_worker *w, struct st_slot *s, const struct st_
 
 /* The regions of process children (trace_child.c): unmapped at destroy. */
 void st_trace_regions_free(struct strata_worker *w);
+/* A worker that records into its parent's region (a child Worker) copies its
+ * own process chips' new records into its lane: the parent's writer reads
+ * only its own regions, never the ones its children mapped. Engine lock held;
+ * at each of its runs' ends (st_trace_phase), when the run's chip tasks have
+ * all completed and so recorded their phases. */
+void st_trace_regions_drain(struct strata_worker *w);
 /* The names a worker's events refer to, from w itself (trace_child.c). */
 struct st_trace_names;
 void st_trace_names_of(struct strata_worker *w, struct st_trace_names *out);

@@ -38,6 +38,10 @@ st_trace_region *st_trace_region_new(st_engine *e, int worker_id, st_trace_regio
     if (!w->trace.on || worker_id < 0 || worker_id >= STRATA_MAX_NEXT_LEVEL)
         return NULL;
     uint32_t cap = w->cfg.trace_events_per_lane;
+    if (w->trace.child[worker_id]) /* a failed add left it: that id is being added again */
+        st_unmap(w->trace.child[worker_id], region_bytes(cap));
+    w->trace.child[worker_id] = NULL;
+    w->trace.drained[worker_id] = 0;
     /* Shared and populated: the child's first records cost no page fault. */
     st_trace_region *r = st_map_anon(region_bytes(cap), MAP_SHARED | MAP_POPULATE);
     if (!r)
@@ -134,6 +138,44 @@ void st_trace_region_chip(st_trace_region *r, int worker_id, uint64_t run, uint3
                           .worker = ST_TRACE_NEXT + worker_id,
                           .kind = ST_TEV_CHIP};
     st_trace_lane_commit(&r->lane);
+}
+
+/* Only the records are copied, each once and checked (the chip could
+ * scribble on its region): the lane they are drawn on is the one this worker
+ * knows the region by, whatever the record says. */
+void st_trace_regions_drain(strata_worker *w) {
+    st_trace *t = &w->trace;
+    if (!t->into)
+        return;
+    uint32_t cap = w->cfg.trace_events_per_lane; /* what this worker mapped */
+    for (int j = 0; j < STRATA_MAX_NEXT_LEVEL; j++) {
+        st_trace_region *r = t->child[j];
+        if (!r || r->kind != ST_REGION_CHIP)
+            continue;
+        const st_trace_event *ev = (const st_trace_event *)((const char *)r + header_bytes());
+        uint32_t n = atomic_load_explicit(&r->lane.count, memory_order_acquire);
+        n = n < cap ? n : cap;
+        for (uint32_t i = t->drained[j]; i < n; i++) {
+            st_trace_event x = ev[i];
+            if (x.kind != ST_TEV_CHIP)
+                continue;
+            x.worker = ST_TRACE_NEXT + j;
+            st_trace_event *e = st_trace_lane_next(t->lane, x.ts);
+            if (!e)
+                continue; /* counted as this lane's drop */
+            *e = x;
+            st_trace_lane_commit(t->lane);
+        }
+        if (n > t->drained[j])
+            t->drained[j] = n;
+        /* The chip's drops, counted on this lane (its marker: the first's time). */
+        uint64_t drops = __atomic_load_n(&r->lane.dropped, __ATOMIC_RELAXED);
+        if (drops > t->drained_drops[j]) {
+            st_trace_lane_count_drops(t->lane, drops - t->drained_drops[j],
+                                      __atomic_load_n(&r->lane.full_ts, __ATOMIC_RELAXED));
+            t->drained_drops[j] = drops;
+        }
+    }
 }
 
 void st_trace_record_into(strata_worker *inner, st_trace_region *r) {

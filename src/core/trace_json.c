@@ -22,6 +22,7 @@
 #include "strata/strata.h"
 #include "util/alloc.h"
 #include "util/error.h"
+#include "util/stamp.h"
 
 /* Lane numbers of one worker; child Worker j's are offset by (j + 1) * CHILD_TIDS. */
 enum { TID_RUNS = 1, TID_ORCH = 2, TID_SUB0 = 10, TID_NEXT0 = 1000, CHILD_TIDS = 10000 };
@@ -40,7 +41,8 @@ typedef struct sink {
     uint32_t edge_id; /* flow ids, unique in the file */
     uint64_t dropped; /* over every lane */
     uint64_t rejected;
-    uint64_t t0; /* ts 0: the top-level worker's init */
+    uint64_t t0;          /* ts 0: the top-level worker's init (a stamp) */
+    st_stamp_scale scale; /* the file's stamps to ns (util/stamp.h) */
 } sink;
 
 /* One worker's events into the file: the top-level worker's own, a process
@@ -115,10 +117,14 @@ static void put_str(FILE *f, const char *str) {
     fputc('"', f);
 }
 
-/* Microseconds since t0 with 3 decimals: exact nanoseconds. */
-static void put_us(FILE *f, uint64_t t0, uint64_t ns) {
-    uint64_t d = ns > t0 ? ns - t0 : 0;
-    fprintf(f, "%llu.%03llu", (unsigned long long)(d / 1000), (unsigned long long)(d % 1000));
+/* The microseconds from stamp `from` to stamp `to` (0 if to is earlier),
+ * with 3 decimals: whole nanoseconds. Both ends are converted, so the ts and
+ * dur of one event and the ts of the next keep the order their stamps had. */
+static void put_us(const writer *wr, uint64_t from, uint64_t to) {
+    const st_stamp_scale *sc = &wr->o->scale;
+    uint64_t a = st_stamp_to_ns(sc, from), b = st_stamp_to_ns(sc, to);
+    uint64_t d = b > a ? b - a : 0;
+    fprintf(wr->f, "%llu.%03llu", (unsigned long long)(d / 1000), (unsigned long long)(d % 1000));
 }
 
 static void begin_event(writer *wr) {
@@ -294,11 +300,11 @@ static void put_task_args(writer *wr, const st_trace_event *e, uint32_t edge_fro
     put_task_id(wr, e->run, e->a);
     fprintf(f, ",\"worker\":%d,\"submit_us\":",
             e->worker >= ST_TRACE_NEXT ? e->worker - ST_TRACE_NEXT : e->worker);
-    put_us(f, t0, e->t[0]);
+    put_us(wr, t0, e->t[0]);
     fputs(",\"ready_us\":", f);
-    put_us(f, t0, e->t[1]);
+    put_us(wr, t0, e->t[1]);
     fputs(",\"dispatch_us\":", f);
-    put_us(f, t0, e->t[2]);
+    put_us(wr, t0, e->t[2]);
     if (e->b >> 31) /* a group's member: the members share the task id */
         fprintf(f, ",\"member\":%u", (e->b >> 16) & 0x7fffu);
     fprintf(f, ",\"measured\":%s,\"status\":\"%s\"", e->flags & ST_TEVF_MEASURED ? "true" : "false",
@@ -335,9 +341,9 @@ static void put_task(writer *wr, const st_trace_event *e, uint32_t edge_from, ui
     fputs("{\"ph\":\"X\",\"cat\":\"task\",\"name\":", f);
     put_str(f, callable_name(wr, e->b & 0xffffu));
     fprintf(f, ",\"pid\":%ld,\"tid\":%d,\"ts\":", pid_of(wr, e->worker), tid_of(wr, e->worker));
-    put_us(f, t0, e->t[3]);
+    put_us(wr, t0, e->t[3]);
     fputs(",\"dur\":", f);
-    put_us(f, e->t[3], e->ts > e->t[3] ? e->ts : e->t[3]);
+    put_us(wr, e->t[3], e->ts > e->t[3] ? e->ts : e->t[3]);
     fputc(',', f);
     put_task_args(wr, e, edge_from, i);
 }
@@ -350,13 +356,13 @@ static void put_not_run(writer *wr, const st_trace_event *e) {
     fputs("{\"ph\":\"i\",\"cat\":\"task\",\"s\":\"t\",\"name\":", f);
     put_str(f, name);
     fprintf(f, ",\"pid\":%ld,\"tid\":%d,\"ts\":", wr->pid, wr->tid_base + TID_ORCH);
-    put_us(f, wr->o->t0, e->ts);
+    put_us(wr, wr->o->t0, e->ts);
     fputs(",\"args\":{\"run\":", f);
     put_run_id(wr, e->run);
     fputs(",\"task\":", f);
     put_task_id(wr, e->run, e->a);
     fputs(",\"worker\":-1,\"submit_us\":", f);
-    put_us(f, wr->o->t0, e->t[0]);
+    put_us(wr, wr->o->t0, e->t[0]);
     fprintf(f, ",\"status\":\"%s\"}}", status_name(e->status));
 }
 
@@ -372,14 +378,14 @@ static void put_edge(writer *wr, const st_trace_event *d, uint32_t id) {
         f,
         "{\"ph\":\"s\",\"cat\":\"dep\",\"name\":\"dep\",\"id\":%u,\"pid\":%ld,\"tid\":%d,\"ts\":",
         id, pid_of(wr, p->worker), tid_of(wr, p->worker));
-    put_us(f, t0, p->ts);
+    put_us(wr, t0, p->ts);
     fputc('}', f);
     begin_event(wr);
     fprintf(f,
             "{\"ph\":\"f\",\"cat\":\"dep\",\"name\":\"dep\",\"bp\":\"e\",\"id\":%u,\"pid\":%ld,"
             "\"tid\":%d,\"ts\":",
             id, pid_of(wr, c->worker), tid_of(wr, c->worker));
-    put_us(f, t0, c->t[3]);
+    put_us(wr, t0, c->t[3]);
     fputc('}', f);
 }
 
@@ -390,9 +396,9 @@ static void put_span_on(writer *wr, const char *cat, const char *name, long pid,
     fprintf(f, "{\"ph\":\"X\",\"cat\":\"%s\",\"name\":", cat);
     put_str(f, name);
     fprintf(f, ",\"pid\":%ld,\"tid\":%d,\"ts\":", pid, tid);
-    put_us(f, wr->o->t0, from);
+    put_us(wr, wr->o->t0, from);
     fputs(",\"dur\":", f);
-    put_us(f, from, to > from ? to : from);
+    put_us(wr, from, to > from ? to : from);
     fputc('}', f);
 }
 
@@ -437,7 +443,7 @@ static void put_phases(writer *wr, const st_trace_event *e, uint32_t i) {
                 "\"tid\":%d,\"ts\":",
                 run, e->a == ST_RUN_FAILED ? "failed" : "completed", wr->pid,
                 wr->tid_base + TID_RUNS);
-        put_us(wr->f, wr->o->t0, e->ts);
+        put_us(wr, wr->o->t0, e->ts);
         fputc('}', wr->f);
     }
     if (e->a != ST_RUN_BUILDING && e->a != ST_RUN_EXECUTING)
@@ -495,7 +501,7 @@ static void put_events(writer *wr) {
                 "\"pid\":%ld,\"tid\":%d,\"ts\":",
                 chip ? pid_of(wr, wr->ev[0].worker) : wr->pid,
                 chip ? tid_of(wr, wr->ev[0].worker) : wr->tid_base + TID_ORCH);
-        put_us(wr->f, wr->o->t0, wr->full_ts);
+        put_us(wr, wr->o->t0, wr->full_ts);
         fprintf(wr->f, ",\"args\":{\"count\":%llu}}", (unsigned long long)wr->dropped);
     }
 }
@@ -574,7 +580,7 @@ static int put_file(writer *wr, strata_worker *w) {
             "\"strata_version\":\"%d.%d.%d\",\"format\":1,\"clock\":\"CLOCK_MONOTONIC\","
             "\"t0_ns\":%llu,\"dropped\":%llu,\"times_rejected\":%llu,\"lanes\":%d}}\n",
             STRATA_VERSION_MAJOR, STRATA_VERSION_MINOR, STRATA_VERSION_PATCH,
-            (unsigned long long)o->t0, (unsigned long long)o->dropped,
+            (unsigned long long)st_stamp_to_ns(&o->scale, o->t0), (unsigned long long)o->dropped,
             (unsigned long long)o->rejected, o->lanes);
     int bad = ferror(wr->f);
     bad |= fflush(wr->f) != 0;
@@ -589,7 +595,10 @@ int st_trace_write(strata_worker *w, const char *path) {
     if (!nm)
         return st_fail_nomem("writing the trace: the name table", sizeof *nm);
     st_trace_names_of(w, nm);
-    sink o = {.first = 1, .t0 = w->trace.t0, .rejected = w->trace.times_rejected};
+    sink o = {.first = 1,
+              .t0 = w->trace.t0,
+              .scale = st_stamp_scale_now(), /* after every stamp the file holds */
+              .rejected = w->trace.times_rejected};
     writer wr = {.o = &o,
                  .nm = nm,
                  .ev = w->trace.lane->ev,

@@ -25,7 +25,7 @@
 #include "util/alloc.h"
 #include "util/thread_role.h"
 #include "util/assert.h"
-#include "util/clock.h"
+#include "util/stamp.h"
 #include "util/error.h"
 #include "util/futex.h"
 #include "util/message.h"
@@ -64,9 +64,9 @@ void st_run_host_callable(const st_dispatch *d, uint32_t worker, st_completion *
      * that holds only its used part, so a copy of it would read past them. */
     strata_task_view args = strata_args_view(d->args);
     args.worker = worker;
-    c->t_start = d->timed ? st_now_ns() : 0;
+    c->t_start = d->timed ? st_stamp() : 0;
     int rc = d->callable->fn ? d->callable->fn(&args, d->callable->user) : 0;
-    c->t_end = d->timed ? st_now_ns() : 0;
+    c->t_end = d->timed ? st_stamp() : 0;
     c->ran_on = (int32_t)worker;
     c->ref = d->ref;
     c->member = d->member;

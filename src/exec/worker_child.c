@@ -90,9 +90,11 @@ int st_worker_child_run(strata_worker *inner, const char *label, const st_callab
 }
 
 int st_worker_child_bring_up(const strata_child_config *cfg, const char *label, int init,
-                             strata_worker **out) {
+                             st_trace_region *trace, strata_worker **out) {
     strata_worker *inner = NULL;
     int rc = st_worker_create(&cfg->worker, 0, &inner);
+    if (rc == STRATA_OK)
+        st_trace_record_into(inner, trace); /* before setup: its chips' regions */
     if (rc == STRATA_OK && cfg->setup) {
         st_clear_error();
         int src = cfg->setup(inner, cfg->setup_user);
@@ -280,8 +282,12 @@ static int add_thread_child(strata_worker *parent, const strata_child_config *cf
     ep->base.ops = &child_thread_ops;
     ep->base.capacity = 1; /* one run at a time: a task is a whole run of the child */
     /* Created and set up now (setup's errors surface here); initialised at
-     * the parent's init (child_thread_start_forks, then _start_threads). */
-    int rc = st_worker_child_bring_up(cfg, name, 0, &ep->inner);
+     * the parent's init (child_thread_start_forks, then _start_threads). A
+     * traced parent: the inner worker records into a region of the parent's,
+     * merged into its file like a process child's (made for the id it will
+     * get; a failed add leaves it to the next add of that id). */
+    st_trace_region *trace = st_trace_region_new(parent, next_id, ST_REGION_WORKER);
+    int rc = st_worker_child_bring_up(cfg, name, 0, trace, &ep->inner);
     if (rc == STRATA_OK)
         rc = st_worker_add_endpoint(parent, &ep->base, worker_id);
     if (rc != STRATA_OK) {
@@ -293,9 +299,6 @@ static int add_thread_child(strata_worker *parent, const strata_child_config *cf
     }
     snprintf(ep->base.label, sizeof ep->base.label, "%d (%s)", *worker_id, name);
     ep->spin_ns = cfg->worker.spin_ns;
-    /* A traced parent: the inner worker records into a region of the parent's,
-     * merged into its file like a process child's (initialised later). */
-    st_trace_record_into(ep->inner, st_trace_region_new(parent, *worker_id, ST_REGION_WORKER));
     return STRATA_OK; /* its worker and thread start at the parent's init, in two phases */
 }
 
@@ -323,9 +326,8 @@ static int worker_kind_init(void *arg, void **self) {
     if (!s)
         return st_fail_nomem("child Worker: its state", sizeof *s);
     snprintf(s->label, sizeof s->label, "%s", a->name);
-    int rc = st_worker_child_bring_up(&a->cfg, a->name, 0, &s->inner);
+    int rc = st_worker_child_bring_up(&a->cfg, a->name, 0, a->trace, &s->inner);
     if (rc == STRATA_OK) {
-        st_trace_record_into(s->inner, a->trace); /* before init: its subs are timed too */
         rc = strata_worker_init(s->inner);
         if (rc == STRATA_OK)
             st_trace_region_named(s->inner);

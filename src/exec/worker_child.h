@@ -15,10 +15,12 @@
 #include "strata/worker.h"
 
 /* Create the inner worker, run cfg->setup on it, and init it if `init`.
- * `label` names the child in messages. STRATA_OK and *out, or the failure
- * (nothing left). */
+ * `label` names the child in messages. A traced parent's region `trace`
+ * (NULL: none) takes the inner worker's events from before its setup, so the
+ * process chips setup adds get regions of their own (drained into it, core/
+ * trace_child.c). STRATA_OK and *out, or the failure (nothing left). */
 int st_worker_child_bring_up(const strata_child_config *cfg, const char *label, int init,
-                             strata_worker **out);
+                             st_trace_region *trace, strata_worker **out);
 
 /* Run the orchestration callable ci with args as one run of inner and wait
  * for it. STRATA_OK, STRATA_ETASK (the run failed: msg is the run's error, its

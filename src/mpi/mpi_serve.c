@@ -852,7 +852,7 @@ _Noreturn void st_mpi_serve(mpi_session *s) {
         sv->worker_id = sv->ep->base.worker_id;
         st_mpi_hdr h;
         st_mpi_hdr_init(&h, ST_MPI_HELLO, sv->worker_id);
-        int rc = st_worker_child_bring_up(&sv->ep->cfg, sv->ep->name, 1, &sv->inner);
+        int rc = st_worker_child_bring_up(&sv->ep->cfg, sv->ep->name, 1, NULL, &sv->inner);
         h.status = rc;
         failed = rc != STRATA_OK;
         send_frame(sv, &h, rc == STRATA_OK ? NULL : strata_error_message());

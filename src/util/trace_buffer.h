@@ -33,7 +33,7 @@ _Static_assert(sizeof(st_trace_event) == 64, "a trace event is one cache line");
 typedef struct st_trace_lane {
     st_trace_event *ev;
     uint32_t cap;
-    _Atomic uint32_t count; /* stored relaxed by the writer: readers come after it stopped */
+    _Atomic uint32_t count; /* stored with release by the writer, after the record */
     uint64_t dropped;
     uint64_t full_ts; /* when the first event was dropped */
 } st_trace_lane;
@@ -55,9 +55,19 @@ static inline st_trace_event *st_trace_lane_next(st_trace_lane *l, uint64_t now)
     return &l->ev[n];
 }
 
+/* A release store: a reader in another process may copy the records below
+ * the count while the writer goes on (a child Worker draining its chips'
+ * regions, core/trace_child.c). On x86 it is the same plain store. */
 static inline void st_trace_lane_commit(st_trace_lane *l) {
     uint32_t n = atomic_load_explicit(&l->count, memory_order_relaxed);
-    atomic_store_explicit(&l->count, n + 1, memory_order_relaxed);
+    atomic_store_explicit(&l->count, n + 1, memory_order_release);
+}
+
+/* Drops counted elsewhere (another lane's, copied in): n more, the first at ts. */
+static inline void st_trace_lane_count_drops(st_trace_lane *l, uint64_t n, uint64_t ts) {
+    if (l->dropped == 0)
+        l->full_ts = ts;
+    l->dropped += n;
 }
 
 static inline uint32_t st_trace_lane_count(const st_trace_lane *l) {

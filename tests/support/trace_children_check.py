@@ -14,6 +14,10 @@
 #          of its own (HOST process: in the child's process; thread: in the
 #          parent's, named "next-level 0: ..."), never the parent's
 #          "next-level 0", each inside the parent's bar of the task that ran it
+#        trace_children_check.py grandchip FILE TASKS HOST
+#          a child Worker's own process chip: 3 phases per task on that chip's
+#          lane, in a process of its own (neither
+#          the parent's nor the child Worker's), each inside a bar of the lane
 #        trace_children_check.py drops FILE
 #          a "dropped events" marker on a lane of the child's process
 # Exits 0, or 1 printing why.
@@ -104,6 +108,34 @@ def worker(path, tasks, runs, host):
         fail("%d inner runs completed, expected %d" % (len(done), runs))
 
 
+def grandchip(path, tasks, host):
+    doc, evs, lanes, main = load(path)
+    outer = [k for k, n in lanes.items() if n == "next-level 0"]
+    if len(outer) != 1:
+        fail("expected the parent's lane next-level 0, found %r" % outer)
+    child = outer[0][0]
+    if (child == main) != (host == "thread"):
+        fail("the parent's lane next-level 0 is not in the %s process" % host)
+    # the chip's process is its own, so its lane needs no prefix
+    chip_lanes = [k for k, n in lanes.items() if n.startswith("chip ")]
+    if len(chip_lanes) != 1:
+        fail("expected one lane of the child Worker's chip, found %r" % chip_lanes)
+    key = chip_lanes[0]
+    if key[0] in (main, child):
+        fail("the grandchild chip's lane %r is not in a process of its own" % (key,))
+    phases = [e for e in evs if e.get("cat") == "chip"]
+    if len(phases) != 3 * tasks:
+        fail("%d chip phases, expected %d" % (len(phases), 3 * tasks))
+    bars = bars_on(evs, key)
+    if len(bars) != tasks:
+        fail("%d task bars on the chip's lane, expected %d" % (len(bars), tasks))
+    for e in phases:
+        if (e["pid"], e["tid"]) != key:
+            fail("chip phase %r not on the chip's lane" % e)
+        if not inside(ns(e["ts"]), ns(e["ts"]) + ns(e["dur"]), bars):
+            fail("%s at %s outside the child Worker's bars" % (e["name"], e["ts"]))
+
+
 def drops(path):
     doc, evs, lanes, main = load(path)
     marks = [e for e in evs if e.get("name") == "dropped events" and e["pid"] != main]
@@ -115,6 +147,8 @@ def drops(path):
 
 if sys.argv[1] == "chip":
     chip(sys.argv[2], int(sys.argv[3]))
+elif sys.argv[1] == "grandchip":
+    grandchip(sys.argv[2], int(sys.argv[3]), sys.argv[4])
 elif sys.argv[1] == "worker":
     worker(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5])
 else:

@@ -119,6 +119,28 @@ static int l3_program(strata_orch *o, void *arg) {
     return STRATA_OK;
 }
 
+/* ---- An L4 whose child Worker has a process chip of its own -------------------------- */
+
+static strata_callable g_chip_prog; /* the inner worker's: set by setup */
+static int g_chip;
+
+static int l3_chip_setup(strata_worker *w, void *user) {
+    (void)user;
+    strata_chip_config cc;
+    strata_chip_config_init(&cc);
+    cc.host = STRATA_HOST_PROCESS;
+    cc.kernel_module = STRATA_SIM_TEST_KERNELS_PATH;
+    STRATA_TRY(strata_worker_add_chip(w, &cc, &g_chip));
+    strata_chip_program_desc d = {.name = "empty", .fn = empty_program};
+    return strata_worker_register_chip_program(w, &d, &g_chip_prog);
+}
+
+static int l3_chip_program(strata_orch *o, void *arg) {
+    (void)arg;
+    chip_job j = {.prog = g_chip_prog, .chip = g_chip};
+    return submit_chip_tasks(o, &j);
+}
+
 typedef struct l4_job {
     strata_callable l3prog;
     int child;
@@ -131,7 +153,8 @@ static int submit_to_child(strata_orch *o, void *arg) {
     return strata_orch_submit_next_level(o, j->l3prog, &a, NULL, j->child);
 }
 
-static void run_l4(const char *path, uint32_t events, strata_host_mode host) {
+static void run_l4_with(const char *path, uint32_t events, strata_host_mode host,
+                        int (*setup)(strata_worker *, void *), strata_orch_fn program) {
     strata_worker_config wc;
     strata_worker_config_init(&wc);
     wc.level = 4;
@@ -146,14 +169,42 @@ static void run_l4(const char *path, uint32_t events, strata_host_mode host) {
     cc.worker.level = 3;
     cc.worker.sub_workers = 2;
     cc.host = host;
-    cc.setup = l3_setup;
+    cc.setup = setup;
     l4_job j;
     assert_ok(strata_worker_add_child(w, &cc, &j.child));
-    assert_ok(strata_worker_register_orch(w, "l3prog", l3_program, NULL, &j.l3prog));
+    assert_ok(strata_worker_register_orch(w, "l3prog", program, NULL, &j.l3prog));
     assert_ok(strata_worker_init(w));
     for (int r = 0; r < RUNS; r++)
         assert_ok(strata_worker_run(w, submit_to_child, &j));
     strata_worker_destroy(w);
+}
+
+static void run_l4(const char *path, uint32_t events, strata_host_mode host) {
+    run_l4_with(path, events, host, l3_setup, l3_program);
+}
+
+/* The child Worker's own process chip records into a region only the child
+ * Worker mapped; the child Worker copies it into its own region at each run's
+ * end, so the phases reach the file: on the chip's lane, in the chip's
+ * process, inside the child Worker's bars of the chip's tasks. */
+static void grandchild_chip(strata_host_mode host, const char *tag) {
+    char path[256], what[400];
+    tmp_path(path, sizeof path, tag);
+    run_l4_with(path, 0, host, l3_chip_setup, l3_chip_program);
+    snprintf(what, sizeof what, "grandchip %s %d %s", path, CHIP_TASKS * RUNS,
+             host == STRATA_HOST_THREAD ? "thread" : "process");
+    assert_int_equal(check(path, what), 0);
+    unlink(path);
+}
+
+static void a_process_child_workers_own_chip_records_its_phases(void **state) {
+    (void)state;
+    grandchild_chip(STRATA_HOST_PROCESS, "grandchip-process");
+}
+
+static void a_thread_child_workers_own_chip_records_its_phases(void **state) {
+    (void)state;
+    grandchild_chip(STRATA_HOST_THREAD, "grandchip-thread");
 }
 
 static void a_process_child_workers_tasks_have_lanes_of_their_own_on_the_same_clock(void **state) {
@@ -238,6 +289,8 @@ static void a_scribbled_region_is_read_within_what_the_parent_mapped(void **stat
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(a_process_chip_records_its_native_phases_in_its_own_process),
+        cmocka_unit_test(a_process_child_workers_own_chip_records_its_phases),
+        cmocka_unit_test(a_thread_child_workers_own_chip_records_its_phases),
         cmocka_unit_test(a_process_child_workers_tasks_have_lanes_of_their_own_on_the_same_clock),
         cmocka_unit_test(a_thread_child_workers_tasks_have_lanes_of_their_own),
         cmocka_unit_test(a_child_workers_full_lane_reports_its_drops),
