@@ -2,9 +2,10 @@
 """bench/bench_python.py - Python-hosted sub tasks: cost per task, per run, and
 of orchestration from Python.
 
-Owns: the sweep of runs of 1..256 empty Python sub tasks on process-hosted sub
-workers, fitted with a line (intercept: fixed cost per run; slope: cost per
-task), the same sweep on concurrent.futures.ProcessPoolExecutor and on Dask's
+Owns: the sweep of runs of 0, 1..256 empty Python sub tasks on process-hosted
+sub workers, fitted with a line (slope: cost per task; fixed cost per run: the
+run of one task less that slope; the line's intercept is shown, not judged),
+the same sweep on concurrent.futures.ProcessPoolExecutor and on Dask's
 local scheduler ("processes", on a pool reused across runs), the Python
 submission loop timed inside the orchestration function with every task held
 back by a gate task, next to the C figure of the same graph (read from
@@ -234,6 +235,16 @@ def fit(per_k, sizes):
     return Value.derived(a, a_low), Value.derived(b, b_low), r2
 
 
+def per_run(per_k, slope):
+    """What a run costs beyond its tasks: the run of one task, timed, less one
+    marginal task (the slope). Median: median one-task run less the slope
+    through the medians; min: the fastest one-task run less the slope through
+    the minimums."""
+    if not per_k.get(1) or not slope.has_figure():
+        return Value.unavailable("not measured")
+    return Value.derived(statistics.median(per_k[1]) - slope.median, min(per_k[1]) - slope.min)
+
+
 # ---- the empty work ----------------------------------------------------------------
 
 
@@ -379,39 +390,63 @@ def measure_sweep(opt, sides, why, tables):
     budget = {"strata": 512 if opt.quick else 4096, "process pool": 128 if opt.quick else 1024,
               "dask": 32 if opt.quick else 256}
     min_runs = 3 if opt.quick else 5
-    per_k = {name: {k: [] for k in sizes} for name in sides}
+    per_k = {name: {k: [] for k in [0] + sizes} for name in sides}
     for name, side in sides.items():  # warm up: first runs start caches and pools
         if side:
             side.sample(4, 3)
     for _ in range(opt.reps):
-        for k in sizes:
+        for k in [0] + sizes:
             for name, side in sides.items():
                 if side:
-                    runs = max(min_runs, budget[name] // k)
+                    runs = max(min_runs, budget[name] // max(k, 1))
                     per_k[name][k].append(side.sample(k, runs))
     t = Table(f"tasks-per-run sweep (Worker.run, empty Python sub tasks with one IN tensor on "
               f"{opt.workers} process-hosted sub workers; anchors: the same empty function): "
               f"{opt.workers} workers, median of {opt.reps}", opt.quick)
-    for k in sizes:
+    for k in [0] + sizes:
         r = t.row(f"run of {k} tasks", "us/run", Value.measured(per_k["strata"][k]))
         for name in ("process pool", "dask"):
             r.add(name, Value.measured(per_k[name][k]) if sides[name] else why[name])
+    # The marginal cost of each step, through the medians: where the curve
+    # bends (bench/README.md, "the sweep's shape").
+    t.notes = ["marginal us/task between sizes (medians): " + "; ".join(
+        f"{name} " + " ".join(
+            f"{b}>{c}:{(statistics.median(per_k[name][c]) - statistics.median(per_k[name][b])) / (c - b):.1f}"
+            for b, c in zip(sizes, sizes[1:]))
+        for name in sides if sides[name])]
     t.print()
     tables.append(t)
     fits = {name: fit(per_k[name], sizes) if sides[name] else (why[name], why[name], math.nan)
             for name in sides}
-    t = Table("least-squares line through the sweep's medians (min: through its minimums)"
+    t = Table("per task: least-squares line through the sweep's medians (min: through its "
+              "minimums); per run: the run of 1 task less that slope"
               f" (r2 strata {fits['strata'][2]:.3f}, process pool {fits['process pool'][2]:.3f},"
               f" dask {fits['dask'][2]:.3f})", opt.quick)
     r = t.row("per task", "µs", fits["strata"][1], TARGET_PER_TASK_US)
     r.add("process pool", fits["process pool"][1], TARGET_RATIO)
     r.add("dask", fits["dask"][1], TARGET_RATIO)
     r.add("upstream", Value.quoted(UPSTREAM_PER_TASK_US))
-    r = t.row("per run", "µs", fits["strata"][0], TARGET_PER_RUN_US)
+    runs = {name: per_run(per_k[name], fits[name][1]) if sides[name] else why[name]
+            for name in sides}
+    r = t.row("per run", "µs", runs["strata"], TARGET_PER_RUN_US)
+    r.add("process pool", runs["process pool"])
+    r.add("dask", runs["dask"])
+    r.add("upstream", Value.quoted(UPSTREAM_PER_RUN_US))
+    r = t.row("run of 1 task (info)", "µs", Value.measured(per_k["strata"][1]))
+    for name in ("process pool", "dask"):
+        r.add(name, Value.measured(per_k[name][1]) if sides[name] else why[name])
+    r = t.row("empty run (info)", "µs", Value.measured(per_k["strata"][0]))
+    for name in ("process pool", "dask"):
+        r.add(name, Value.measured(per_k[name][0]) if sides[name] else why[name])
+    r = t.row("intercept of the fit (info)", "µs", fits["strata"][0])
     r.add("process pool", fits["process pool"][0])
     r.add("dask", fits["dask"][0])
-    r.add("upstream", Value.quoted(UPSTREAM_PER_RUN_US))
     t.notes = [
+        "per task: the slope of the line; per run: the run of 1 task (median) less the slope, "
+        "the same for every column: what a run costs beyond its one task",
+        "info rows (not judged): the run of 1 task, an empty run (no task: no child is "
+        "involved), and the line's intercept, which overstates a run's cost because small "
+        "runs pay a hand-off per task that large runs pipeline away (bench/README.md)",
         "strata: Worker(sub_mode='process', help_while_waiting=False): every task runs in a "
         "sub worker process",
         "process pool: concurrent.futures.ProcessPoolExecutor(max_workers=workers); a run = "
