@@ -94,6 +94,20 @@ STRATA_API int strata_worker_init(strata_worker *w);
  * still answer, submits and registrations fail with STRATA_ECLOSED. */
 STRATA_API int strata_worker_close(strata_worker *w);
 
+/* Ctrl-C for a worker: every live run fails with STRATA_ECANCELED
+ * ("interrupted"), its unstarted tasks are cancelled, and every process
+ * child (sub worker, chip or child Worker in a process) that is running a
+ * task is killed, so that task fails with STRATA_EENDPOINT at once instead of
+ * running to its end. A task running on a thread (thread-hosted sub workers
+ * and chips, the helping caller) runs to its end: a thread cannot be stopped
+ * safely. The worker is meant to be closed next (strata_worker_close then
+ * waits only for those threads' tasks); a killed child is not replaced, so
+ * later tasks on it fail with STRATA_EENDPOINT. Returns STRATA_OK (also on a
+ * worker not running: nothing to stop), STRATA_EINVAL for NULL, or
+ * STRATA_ESTATE from inside a task body of w. Not async-signal-safe: call it
+ * from the thread that caught the signal's flag, not from the handler. */
+STRATA_API int strata_worker_interrupt(strata_worker *w);
+
 /* Close (if needed) and free. NULL is a no-op. Run handles still held by the
  * caller stay readable until released. */
 STRATA_API void strata_worker_destroy(strata_worker *w);

@@ -155,6 +155,7 @@ class Worker(_strata.Worker):
     def __exit__(self, exc_type, exc, tb):
         if exc_type is not None and issubclass(exc_type, KeyboardInterrupt):
             self._abort()  # the queued tasks fail at once: close waits only for running ones
+            self._interrupt()  # and a process child running one is killed: no wait for its body
         self.close()
         return False
 

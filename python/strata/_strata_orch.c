@@ -17,9 +17,11 @@
 
 #include <math.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <signal.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 /* ---- Orch --------------------------------------------------------------- */
 
@@ -484,12 +486,54 @@ static int run_wait_slices(strata_run *run, uint64_t deadline) {
  * returns) and aborts the Worker (every task that starts from then on
  * fails at once, so the run fails and ends when its running tasks do); a
  * second one during the same wait terminates the process (the default
- * action: the children see their parent gone and exit). The state below is
- * the one wait on the main thread in progress. */
+ * action: the children see their parent gone and exit). The first one also
+ * wakes the interrupter thread, which calls strata_worker_interrupt (not
+ * callable from a handler: it takes the engine lock): a process child
+ * running a task is killed, so the wait ends without waiting for a long
+ * body. The state below is the one wait on the main thread in progress. */
 static pthread_t main_thread;
 static volatile sig_atomic_t sigint_count;
 static uint32_t sigint_slot;
+static strata_worker *sigint_worker; /* the waited run's worker, if this process owns it */
 static struct sigaction sigint_prev;
+
+/* The interrupter: one thread per process, started by its first guarded
+ * wait, every signal blocked (they go to the main thread). `go` is posted by
+ * the handler (sem_post is async-signal-safe), `done` when the interrupt
+ * returned: the wait takes it before its worker may be released. */
+static sem_t interrupter_go, interrupter_done;
+static pid_t interrupter_pid; /* the process it runs in (0: none yet; a fork has none) */
+
+static void *interrupter_main(void *arg) {
+    (void)arg;
+    for (;;) {
+        while (sem_wait(&interrupter_go) != 0) {
+        }
+        if (sigint_worker)
+            (void)strata_worker_interrupt(sigint_worker);
+        sem_post(&interrupter_done);
+    }
+    return NULL;
+}
+
+/* 1 if the interrupter runs in this process. */
+static int interrupter_ready(void) {
+    if (interrupter_pid == getpid())
+        return 1;
+    if (sem_init(&interrupter_go, 0, 0) != 0 || sem_init(&interrupter_done, 0, 0) != 0)
+        return 0;
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old);
+    pthread_t t;
+    int rc = pthread_create(&t, NULL, interrupter_main, NULL);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc != 0)
+        return 0;
+    pthread_detach(t);
+    interrupter_pid = getpid();
+    return 1;
+}
 
 static void on_sigint(int sig) {
     if (sigint_count++ > 0) {
@@ -498,6 +542,7 @@ static void on_sigint(int sig) {
         return;
     }
     spy_worker_abort(sigint_slot);
+    sem_post(&interrupter_go);
     if (sigint_prev.sa_flags & SA_SIGINFO)
         sigint_prev.sa_sigaction(sig, NULL, NULL);
     else if (sigint_prev.sa_handler != SIG_DFL && sigint_prev.sa_handler != SIG_IGN)
@@ -506,10 +551,11 @@ static void on_sigint(int sig) {
 
 /* Returns the wait's status, or 1 with KeyboardInterrupt (or the signal
  * handler's exception) set. */
-static int run_wait_forever(strata_run *run, uint32_t slot) {
+static int run_wait_forever(strata_run *run, uint32_t slot, strata_worker *w) {
     static int busy; /* the main thread only, under the GIL */
-    int guard = pthread_equal(pthread_self(), main_thread) && !busy;
+    int guard = pthread_equal(pthread_self(), main_thread) && !busy && interrupter_ready();
     if (guard) {
+        sigint_worker = w;
         struct sigaction sa;
         memset(&sa, 0, sizeof sa);
         sa.sa_handler = on_sigint;
@@ -531,8 +577,12 @@ static int run_wait_forever(strata_run *run, uint32_t slot) {
     if (guard) {
         sigaction(SIGINT, &sigint_prev, NULL);
         busy = 0;
-        if (sigint_count)
+        if (sigint_count) {
+            while (sem_wait(&interrupter_done) != 0) {
+            }                             /* the interrupter is done with w */
             spy_worker_abort_clear(slot); /* this run took the abort; later ones may run */
+        }
+        sigint_worker = NULL;
     }
     if (PyErr_CheckSignals() < 0)
         return 1;
@@ -632,7 +682,8 @@ static PyObject *run_wait(SpyRun *self, PyObject *args, PyObject *kw) {
         rc = strata_run_status(self->run);
     } else {
         if (deadline == UINT64_MAX)
-            rc = run_wait_forever(self->run, w->slot);
+            rc = run_wait_forever(self->run, w->slot,
+                                  spy_worker_owned(w) && !w->child ? w->w : NULL);
         else
             rc = run_wait_slices(self->run, deadline);
         spy_worker_leave(w);

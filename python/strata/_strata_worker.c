@@ -313,6 +313,22 @@ static PyObject *worker_abort(SpyWorker *self, PyObject *unused) {
     Py_RETURN_NONE;
 }
 
+/* strata_worker_interrupt: a process child running a task is killed, so the
+ * close that follows does not wait for a long body (a thread's task still
+ * runs to its end). Only a Worker this process owns, never a child's view. */
+static PyObject *worker_interrupt(SpyWorker *self, PyObject *unused) {
+    if (self->closed || !self->w || !spy_worker_owned(self) || self->child)
+        Py_RETURN_NONE;
+    strata_worker *w = self->w;
+    self->busy++;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS rc = strata_worker_interrupt(w);
+    Py_END_ALLOW_THREADS spy_worker_leave(self);
+    if (rc != STRATA_OK)
+        return spy_raise(rc, NULL);
+    Py_RETURN_NONE;
+}
+
 static PyObject *worker_close(SpyWorker *self, PyObject *unused) {
     shut(self);
     Py_RETURN_NONE;
@@ -543,6 +559,8 @@ static PyMethodDef worker_methods[] = {
      "Wait for admitted runs, stop every child and free the worker. Idempotent."},
     {"_abort", (PyCFunction)worker_abort, METH_NOARGS,
      "Fail every task of this Worker that starts from now on (Ctrl-C)."},
+    {"_interrupt", (PyCFunction)worker_interrupt, METH_NOARGS,
+     "Kill the process children running a task; cancel the live runs (Ctrl-C)."},
     {"array", (PyCFunction)(void (*)(void))worker_array, METH_VARARGS | METH_KEYWORDS,
      "array(shape, dtype=float): a zeroed numpy array on memory every child sees."},
     {"_register", (PyCFunction)worker_register, METH_VARARGS, NULL},

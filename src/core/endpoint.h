@@ -193,6 +193,11 @@ typedef struct st_endpoint_ops {
      * answered; returns its status with a message naming the child. Called with
      * no lock held, from the registering thread. May be NULL. */
     int (*registered)(st_endpoint *ep, const st_callable_info *callable);
+    /* strata_worker_interrupt: stop the work in flight now, failing it (a
+     * process child running a task is killed; its death fails the task as
+     * any crash does). Must not block. NULL: the endpoint's work cannot be
+     * stopped from outside (a thread runs its task to the end). */
+    void (*interrupt)(st_endpoint *ep);
     /* strata_worker_init brings the tree up in two phases, so no process is
      * ever forked while a thread of the tree runs (a thread inside an
      * allocator or holding any lock at a fork leaves the child a lock no one

@@ -549,6 +549,33 @@ static int refuse_close_from_within(const strata_worker *w, const char *what) {
     return STRATA_OK;
 }
 
+int strata_worker_interrupt(strata_worker *w) {
+    if (!w)
+        return st_fail(STRATA_EINVAL, "strata_worker_interrupt: worker is NULL");
+    STRATA_TRY(refuse_close_from_within(w, "strata_worker_interrupt"));
+    st_engine_lock(w);
+    if (w->state != ST_WORKER_RUNNING) {
+        st_engine_unlock(w);
+        return STRATA_OK;
+    }
+    for (st_run *r = w->fifo_head; r; r = r->fifo_next) {
+        st_run_record_error(r, STRATA_ECANCELED, "run %llu: interrupted (strata_worker_interrupt)",
+                            (unsigned long long)r->id);
+        st_run_cancel_unstarted(w, r);
+        st_run_finish_if_ready(w, r);
+    }
+    st_engine_unlock(w);
+    /* Outside the lock: an endpoint's own lock is taken under the engine's
+     * only by dispatch and activate (core/endpoint.h). */
+    for (int i = 0; i < w->nsubs; i++)
+        if (w->subs[i].ep->ops->interrupt)
+            w->subs[i].ep->ops->interrupt(w->subs[i].ep);
+    for (int i = 0; i < w->nnext; i++)
+        if (w->next[i].ep->ops->interrupt)
+            w->next[i].ep->ops->interrupt(w->next[i].ep);
+    return STRATA_OK;
+}
+
 int strata_worker_close(strata_worker *w) {
     if (!w)
         return st_fail(STRATA_EINVAL, "strata_worker_close: worker is NULL");

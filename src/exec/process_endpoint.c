@@ -45,6 +45,7 @@
  * pushed, so no record is ever pushed twice.
  */
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -116,6 +117,7 @@ struct st_proc_ep {
     int inflight;
     _Atomic int dead; /* the child is gone: dead_why says how (written before) */
     char dead_why[256];
+    int interrupted;           /* strata_worker_interrupt killed the child (under lock) */
     st_completion reject_comp; /* a rejection while no frame record is free */
     pthread_t thread;
     int thread_started;
@@ -154,8 +156,8 @@ static int probe_dead_locked(st_proc_ep *p) {
         return 1;
     if (!p->child.exited && (p->child.pid == 0 || st_child_alive(&p->child)))
         return 0; /* never started, or running */
-    snprintf(p->dead_why, sizeof p->dead_why, "%s (pid %d) %s", p->cfg.label, (int)p->pid,
-             p->child.why);
+    snprintf(p->dead_why, sizeof p->dead_why, "%s (pid %d) %s%s", p->cfg.label, (int)p->pid,
+             p->interrupted ? "was stopped by strata_worker_interrupt: " : "", p->child.why);
     atomic_store(&p->dead, 1);
     st_endpoint_gone(&p->base); /* no more sub tasks for it while another sub lives */
     return 1;
@@ -530,6 +532,20 @@ static int proc_lend(st_endpoint *ep, uint64_t max_run_id, uint32_t worker) {
     return any && collect(p, 0) > 0;
 }
 
+/* A child running a task is killed: nothing less stops a task body in
+ * another process. Its death is then found and reported by the parent-side
+ * thread as any crash is (collect), with the reason saying who killed it. */
+static void proc_interrupt(st_endpoint *ep) {
+    st_proc_ep *p = (st_proc_ep *)ep;
+    st_mutex_lock(&p->lock);
+    if (p->inflight > 0 && !atomic_load(&p->dead) && p->child.pid > 0 && !p->child.exited) {
+        p->interrupted = 1;
+        kill(p->child.pid, SIGKILL); /* not reaped (probe_dead_locked reaps under this lock) */
+    }
+    st_mutex_unlock(&p->lock);
+    st_mbox_ring(&st_mbox_control(p->m)->parent_bell);
+}
+
 static const st_endpoint_ops proc_ops = {
     .dispatch = proc_dispatch,
     .progress = NULL,
@@ -538,6 +554,7 @@ static const st_endpoint_ops proc_ops = {
     .destroy = proc_destroy,
     .lend = proc_lend,
     .registered = proc_registered,
+    .interrupt = proc_interrupt,
 };
 
 /* ---- creation, fork, readiness ----------------------------------------- */

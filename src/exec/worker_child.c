@@ -251,6 +251,13 @@ static void child_thread_destroy(st_endpoint *base) {
     st_free(ep);
 }
 
+/* Its inner worker's runs and process children, as the parent's own. */
+static void child_thread_interrupt(st_endpoint *base) {
+    child_thread_ep *ep = (child_thread_ep *)base;
+    if (ep->running)
+        (void)strata_worker_interrupt(ep->inner);
+}
+
 static const st_endpoint_ops child_thread_ops = {
     .dispatch = child_thread_dispatch,
     .progress = NULL,
@@ -259,6 +266,7 @@ static const st_endpoint_ops child_thread_ops = {
     .destroy = child_thread_destroy,
     .lend = NULL,
     .registered = NULL, /* the inner worker's callables are its own (setup registers them) */
+    .interrupt = child_thread_interrupt,
     .start_forks = child_thread_start_forks,
     .start_threads = child_thread_start_threads,
     .unstart = child_thread_unstart,

@@ -212,6 +212,52 @@ static void sigkill_mid_task_fails_only_its_run(void **state) {
     close_world(&wd);
 }
 
+/* strata_worker_interrupt: the child running the hung task is killed (the
+ * task would hold its run for a minute), the unstarted dependant is
+ * cancelled, the run fails as interrupted, and the worker closes. */
+static void interrupt_stops_a_running_child_and_cancels_the_rest(void **state) {
+    (void)state;
+    assert_int_equal(strata_worker_interrupt(NULL), STRATA_EINVAL);
+    world wd;
+    open_world(&wd, 2);
+    crash_run cr = {&wd, OP_HANG};
+    strata_run *r;
+    assert_ok(strata_worker_submit(wd.w, orch_crash, &cr, &r));
+    for (int i = 0; i < 30000 && atomic_load(&sh->hang_pid) == 0; i++)
+        sleep_ms(1);
+    int pid = atomic_load(&sh->hang_pid);
+    assert_true(pid > 0);
+    assert_ok(strata_worker_interrupt(wd.w));
+    /* Well inside the minute the hung body would take by itself. */
+    assert_int_equal(strata_run_wait(r, 20 * TS_SEC), STRATA_ECANCELED);
+    ts_assert_mentions(strata_run_error(r), "interrupted (strata_worker_interrupt)");
+    strata_run_statistics rs;
+    assert_ok(strata_run_stats(r, &rs));
+    assert_true(rs.tasks_failed >= 1); /* the hung task, its child killed */
+    strata_run_release(r);
+    int32_t *a = strata_buffer_data(wd.a);
+    assert_int_equal(a[0], 0);                          /* its dependant never ran */
+    assert_int_equal(pid_of_sub_running(&wd, pid), -1); /* that child is gone */
+    close_world(&wd);
+    assert_int_equal(kill(pid, 0), -1); /* reaped: no process left */
+}
+
+/* A worker not running has nothing to stop. */
+static void interrupt_before_init_and_after_close_is_a_no_op(void **state) {
+    (void)state;
+    strata_worker_config cfg;
+    strata_worker_config_init(&cfg);
+    cfg.sub_workers = 1;
+    cfg.sub_mode = STRATA_HOST_PROCESS;
+    strata_worker *w;
+    assert_ok(strata_worker_create(&cfg, &w));
+    assert_ok(strata_worker_interrupt(w));
+    assert_ok(strata_worker_init(w));
+    assert_ok(strata_worker_close(w));
+    assert_ok(strata_worker_interrupt(w));
+    strata_worker_destroy(w);
+}
+
 static void crash_in_body(crash_op op, const char *how) {
     world wd;
     open_world(&wd, 2);
@@ -613,6 +659,8 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(the_children_of_a_killed_parent_exit),
         cmocka_unit_test(sigkill_mid_task_fails_only_its_run),
+        cmocka_unit_test(interrupt_stops_a_running_child_and_cancels_the_rest),
+        cmocka_unit_test(interrupt_before_init_and_after_close_is_a_no_op),
         cmocka_unit_test(a_segfault_in_a_sub_function_fails_only_its_run),
         cmocka_unit_test(exit_in_a_sub_function_fails_only_its_run),
         cmocka_unit_test(the_last_sub_gone_fails_later_tasks_fast_with_the_reason),
