@@ -187,17 +187,25 @@ static int pid_of_sub_running(world *wd, int pid) {
     return -1;
 }
 
-static void sigkill_mid_task_fails_only_its_run(void **state) {
-    (void)state;
-    world wd;
-    open_world(&wd, 2);
-    crash_run cr = {&wd, OP_HANG};
-    strata_run *r;
-    assert_ok(strata_worker_submit(wd.w, orch_crash, &cr, &r));
+/* A world of 2 subs running orch_crash with OP_HANG: the hung child's pid,
+ * once its task started (the run in *r). */
+static int start_hung_run(world *wd, strata_run **r) {
+    open_world(wd, 2);
+    static crash_run cr;
+    cr = (crash_run){wd, OP_HANG};
+    assert_ok(strata_worker_submit(wd->w, orch_crash, &cr, r));
     for (int i = 0; i < 30000 && atomic_load(&sh->hang_pid) == 0; i++)
         sleep_ms(1);
     int pid = atomic_load(&sh->hang_pid);
     assert_true(pid > 0);
+    return pid;
+}
+
+static void sigkill_mid_task_fails_only_its_run(void **state) {
+    (void)state;
+    world wd;
+    strata_run *r;
+    int pid = start_hung_run(&wd, &r);
     assert_true(pid_of_sub_running(&wd, pid) >= 0);
     assert_int_equal(kill(pid, SIGKILL), 0);
     assert_int_equal(strata_run_wait(r, 60 * TS_SEC), STRATA_EENDPOINT);
@@ -219,14 +227,8 @@ static void interrupt_stops_a_running_child_and_cancels_the_rest(void **state) {
     (void)state;
     assert_int_equal(strata_worker_interrupt(NULL), STRATA_EINVAL);
     world wd;
-    open_world(&wd, 2);
-    crash_run cr = {&wd, OP_HANG};
     strata_run *r;
-    assert_ok(strata_worker_submit(wd.w, orch_crash, &cr, &r));
-    for (int i = 0; i < 30000 && atomic_load(&sh->hang_pid) == 0; i++)
-        sleep_ms(1);
-    int pid = atomic_load(&sh->hang_pid);
-    assert_true(pid > 0);
+    int pid = start_hung_run(&wd, &r);
     assert_ok(strata_worker_interrupt(wd.w));
     /* Well inside the minute the hung body would take by itself. */
     assert_int_equal(strata_run_wait(r, 20 * TS_SEC), STRATA_ECANCELED);
