@@ -105,7 +105,9 @@ STRATA_API int strata_worker_close(strata_worker *w);
  * later tasks on it fail with STRATA_EENDPOINT. Returns STRATA_OK (also on a
  * worker not running: nothing to stop), STRATA_EINVAL for NULL, or
  * STRATA_ESTATE from inside a task body of w. Not async-signal-safe: call it
- * from the thread that caught the signal's flag, not from the handler. */
+ * from the thread that caught the signal's flag, not from the handler; and
+ * not while another thread is inside strata_worker_close or _destroy of w
+ * (close frees the children it walks). */
 STRATA_API int strata_worker_interrupt(strata_worker *w);
 
 /* Close (if needed) and free. NULL is a no-op. Run handles still held by the
