@@ -30,8 +30,7 @@
 #   STRATA_BENCH_TIMEOUT seconds one benchmark smoke run may take (default 300)
 #   STRATA_FUZZ_SECONDS  how long the fuzz stage fuzzes, both targets (default 60)
 #   STRATA_SANITIZER_NO_ASLR=1  run sanitizer tests under setarch -R even if
-#                        the probe says it is not needed (the TSan stage's
-#                        default; =0 runs it with ASLR)
+#                        the probe says it is not needed
 set -uo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -424,14 +423,7 @@ stage_tsan() {
 
     banner "tsan-test"
     start=$SECONDS
-    # ASLR off by default here: with it on, about one run in eight of
-    # test_alloc_failure (sim_allocations_fail_cleanly) died inside the TSan
-    # runtime ("ThreadSanitizer failed to allocate 0x1ee4... bytes at address
-    # 108800001000", errno 12: a mapping placed where TSan's shadow must go),
-    # never with setarch -R (0 of 12 on the same binary). A layout clash is
-    # rare enough that the probe below passes; the suite needs it never.
-    # STRATA_SANITIZER_NO_ASLR=0 runs it with ASLR.
-    if ! STRATA_SANITIZER_NO_ASLR="${STRATA_SANITIZER_NO_ASLR:-1}" choose_sanitizer_prefix thread; then
+    if ! choose_sanitizer_prefix thread; then
         record_stage "tsan-test" FAIL $((SECONDS - start)) "sanitizer runtime cannot start"
         return
     fi

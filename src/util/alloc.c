@@ -25,7 +25,13 @@ static _Atomic int hook_scope;        /* st_alloc_scope */
 static _Atomic uint64_t hook_epoch;   /* bumped by every arm */
 static _Atomic uint64_t hook_counted;
 static _Atomic uint64_t hook_failed;
-static _Thread_local uint64_t tls_epoch; /* the epoch this thread armed, if any */
+/* initial-exec: this file is also linked into the sim backend, which is
+ * dlopened. The default model there reaches the word through __tls_get_addr,
+ * and ThreadSanitizer's hook on that call (GCC 12's libtsan) sometimes takes
+ * a dynamic TLS block for one of 2^49 bytes and dies resetting its shadow
+ * ("failed to allocate 0x1ee3ffffff000 bytes"). Eight bytes fit the static
+ * TLS surplus glibc keeps for dlopened objects. */
+static _Thread_local __attribute__((tls_model("initial-exec"))) uint64_t tls_epoch;
 static _Atomic int64_t live_maps;        /* mappings are rare: always counted */
 
 /* Whether this allocation is one the armed plan makes fail (counting it). */
