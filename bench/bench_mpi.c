@@ -6,7 +6,7 @@
  * Launch: mpirun -np 3 bench_mpi [--json FILE] [--quick] [--reps N]
  * (rank 0 measures and writes the file; ranks 1 and 2 serve).
  *
- * Owns: three rows, each beside its anchor measured first on the same ranks:
+ * Owns: four rows, each beside its anchor on the same ranks:
  *   remote round trip  a chain of next-level tasks on the child of rank 1,
  *                      each reading and writing one tensor of memory on that
  *                      rank (so nothing moves and each waits for the one
@@ -32,8 +32,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <strata/chip.h>
 #include <strata/mpi.h>
 #include <strata/strata.h>
+
+#ifndef STRATA_SIM_TEST_KERNELS_PATH
+#define STRATA_SIM_TEST_KERNELS_PATH "libstrata_test_kernels.so"
+#endif
 
 /* Bytes of one anchor message: about what one next-level task frame with one
  * tensor takes on the wire (header, callable digest, encoded arguments). */
@@ -198,12 +203,200 @@ static void anchors_measure(const bench_options *opt, int pp_iters, int mw_tasks
     anchor_phase(CMD_DONE, 0);
 }
 
+/* ---- the tiled multiplication, on sim chips ------------------------------------------- */
+
+#define MM_TILE 32  /* gemm_tile's tile edge */
+#define MM_BLOCKS 8 /* row blocks: tasks per run */
+
+/* This process's L3 with a chip: the chip's id and the gemm program (set by
+ * mm_l3_setup, on ranks 1 and 2 for their child, on rank 0 for "one L3"). */
+static struct {
+    int chip;
+    strata_callable gemm;
+} g_mm;
+
+/* Tensors A (rows x k), B (k x n), C (rows x n); scalars rows, n, k. One
+ * kernel block per MM_TILE x MM_TILE tile of C. */
+static int gemm_program(strata_program_ctx *ctx, const strata_task_view *a, void *user) {
+    (void)user;
+    uint64_t rows = strata_args_u64(a, 0), n = strata_args_u64(a, 1), k = strata_args_u64(a, 2);
+    uint64_t words[7] = {strata_program_arg_ptr(a, 0),
+                         strata_program_arg_ptr(a, 1),
+                         strata_program_arg_ptr(a, 2),
+                         rows,
+                         n,
+                         k,
+                         MM_TILE};
+    uint32_t blocks = (uint32_t)(((rows + MM_TILE - 1) / MM_TILE) * ((n + MM_TILE - 1) / MM_TILE));
+    return strata_program_launch(ctx, "gemm_tile", blocks, words, 7);
+}
+
+/* One sim chip of one core: two L3s then have twice the compute of one. */
+static int mm_l3_setup(strata_worker *w, void *user) {
+    (void)user;
+    strata_chip_config cc;
+    strata_chip_config_init(&cc);
+    cc.kernel_module = STRATA_SIM_TEST_KERNELS_PATH;
+    cc.sim_cores = 1;
+    STRATA_TRY(strata_worker_add_chip(w, &cc, &g_mm.chip));
+    strata_chip_program_desc d = {.name = "gemm", .fn = gemm_program};
+    return strata_worker_register_chip_program(w, &d, &g_mm.gemm);
+}
+
+/* The chip task of one row block: the task's three tensors and two scalars
+ * (rows, n; the inner dimension is n too). */
+static int mm_chip_task(strata_orch *o, strata_tensor a, strata_tensor b, strata_tensor c,
+                        uint64_t rows, uint64_t n) {
+    return strata_orch_next_level(o, g_mm.gemm, NULL, g_mm.chip, STRATA_IN(a), STRATA_IN(b),
+                                  STRATA_OUT_EXISTING(c), STRATA_U64(rows), STRATA_U64(n),
+                                  STRATA_U64(n));
+}
+
+/* A child's run for one row block (its L4 task's tensors and scalars). */
+static int mm_rows_run(strata_orch *o, void *arg) {
+    (void)arg;
+    const strata_task_view *t = strata_orch_task_args(o);
+    return mm_chip_task(o, t->tensors[0], t->tensors[1], t->tensors[2], strata_args_u64(t, 0),
+                        strata_args_u64(t, 1));
+}
+
+/* n x n matrices A, B, C in buffers of one worker. */
+typedef struct mm_data {
+    strata_buffer *a, *b, *c;
+    strata_tensor whole_b;
+    int64_t n;
+} mm_data;
+
+static int mm_data_make(strata_worker *w, int64_t n, mm_data *d) {
+    memset(d, 0, sizeof *d);
+    d->n = n;
+    size_t bytes = (size_t)(n * n) * sizeof(float);
+    STRATA_TRY(strata_buffer_create(w, bytes, &d->a));
+    STRATA_TRY(strata_buffer_create(w, bytes, &d->b));
+    STRATA_TRY(strata_buffer_create(w, bytes, &d->c));
+    float *a = strata_buffer_data(d->a), *b = strata_buffer_data(d->b);
+    for (int64_t i = 0; i < n * n; i++) { /* small integers: every sum is exact */
+        a[i] = (float)((i * 7) % 13 - 6);
+        b[i] = (float)((i * 5) % 11 - 5);
+    }
+    int64_t shape[2] = {n, n};
+    return strata_tensor_contiguous(d->b, STRATA_F32, 2, shape, &d->whole_b);
+}
+
+static void mm_data_free(mm_data *d) {
+    strata_buffer_destroy(d->a);
+    strata_buffer_destroy(d->b);
+    strata_buffer_destroy(d->c);
+    memset(d, 0, sizeof *d);
+}
+
+/* Row block i of A and of C. */
+static int mm_rows(const mm_data *d, int i, strata_tensor *a, strata_tensor *c) {
+    int64_t rows = d->n / MM_BLOCKS, shape[2] = {rows, d->n};
+    uint64_t at = (uint64_t)(i * rows * d->n) * sizeof(float);
+    STRATA_TRY(strata_tensor_view(d->a, at, STRATA_F32, 2, shape, NULL, a));
+    return strata_tensor_view(d->c, at, STRATA_F32, 2, shape, NULL, c);
+}
+
+/* 0 if C == A x B exactly (else says where it is not). */
+static int mm_check(const mm_data *d, const char *who) {
+    const float *a = strata_buffer_data(d->a), *b = strata_buffer_data(d->b);
+    const float *c = strata_buffer_data(d->c);
+    int64_t n = d->n;
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t j = 0; j < n; j++) {
+            float s = 0.0f;
+            for (int64_t p = 0; p < n; p++)
+                s += a[i * n + p] * b[p * n + j];
+            if (s != c[i * n + j]) {
+                fprintf(stderr, "bench_mpi: %s: C[%lld][%lld] is %g, A x B gives %g\n", who,
+                        (long long)i, (long long)j, (double)c[i * n + j], (double)s);
+                return 1;
+            }
+        }
+    return 0;
+}
+
+typedef struct mm_l4_job {
+    const mm_data *d;
+    strata_callable rows_run;
+    const int *child;
+} mm_l4_job;
+
+/* Row block i on child i % 2: A's block and B go there (and stay, as kept
+ * copies, for the next run), C's block comes back. */
+static int mm_l4_orch(strata_orch *o, void *arg) {
+    const mm_l4_job *j = arg;
+    uint64_t rows = (uint64_t)(j->d->n / MM_BLOCKS);
+    for (int i = 0; i < MM_BLOCKS; i++) {
+        strata_tensor a, c;
+        STRATA_TRY(mm_rows(j->d, i, &a, &c));
+        STRATA_TRY(strata_orch_next_level(o, j->rows_run, NULL, j->child[i % 2], STRATA_IN(a),
+                                          STRATA_IN(j->d->whole_b), STRATA_OUT_EXISTING(c),
+                                          STRATA_U64(rows), STRATA_U64((uint64_t)j->d->n)));
+    }
+    return STRATA_OK;
+}
+
+/* One L3 alone: every row block on its own chip. */
+static int mm_l3_orch(strata_orch *o, void *arg) {
+    const mm_data *d = arg;
+    uint64_t rows = (uint64_t)(d->n / MM_BLOCKS);
+    for (int i = 0; i < MM_BLOCKS; i++) {
+        strata_tensor a, c;
+        STRATA_TRY(mm_rows(d, i, &a, &c));
+        STRATA_TRY(mm_chip_task(o, a, d->whole_b, c, rows, (uint64_t)d->n));
+    }
+    return STRATA_OK;
+}
+
+/* Milliseconds of each of `reps` runs of fn on w, after one untimed run
+ * (which puts the blocks in place), then the check of C. */
+static int mm_time(strata_worker *w, strata_orch_fn fn, void *arg, const mm_data *d, int reps,
+                   const char *who, bench_series *out) {
+    int rc = strata_worker_run(w, fn, arg);
+    if (rc)
+        return fail(who, rc);
+    for (int r = 0; r < reps; r++) {
+        bench_settle();
+        memset(strata_buffer_data(d->c), 0, (size_t)(d->n * d->n) * sizeof(float));
+        uint64_t t0 = bench_now_ns();
+        if ((rc = strata_worker_run(w, fn, arg)) != 0)
+            return fail(who, rc);
+        bench_series_add(out, (double)(bench_now_ns() - t0) / 1e6);
+    }
+    return mm_check(d, who);
+}
+
+/* The anchor: one L3 on rank 0 with the same chip, alone on the machine. */
+static int mm_one_l3(int64_t n, int reps, bench_series *out) {
+    strata_worker_config wc;
+    strata_worker_config_init(&wc);
+    wc.sub_workers = 1;
+    strata_worker *w = NULL;
+    mm_data d;
+    memset(&d, 0, sizeof d);
+    int rc = strata_worker_create(&wc, &w);
+    if (!rc)
+        rc = mm_l3_setup(w, NULL);
+    if (!rc)
+        rc = strata_worker_init(w);
+    if (!rc)
+        rc = mm_data_make(w, n, &d);
+    int bad = rc ? fail("one L3 for the tiled matmul", rc)
+                 : mm_time(w, mm_l3_orch, &d, &d, reps, "tiled matmul, one L3", out);
+    mm_data_free(&d);
+    strata_worker_destroy(w);
+    return bad;
+}
+
 /* ---- strata: an L4 whose children are the L3s of ranks 1 and 2 ------------------------ */
 
 typedef struct l4_bench {
     strata_worker *w;
     int child[2];
-    strata_callable empty; /* orchestration: a run with no task */
+    strata_callable empty;    /* orchestration: a run with no task */
+    strata_callable rows_run; /* orchestration: a child's row block of the matmul */
     int ntasks;
     strata_tensor chain; /* memory on child[0]'s rank: the round-trip chain */
     strata_tensor big;   /* a 64 MiB L4 host buffer */
@@ -211,12 +404,6 @@ typedef struct l4_bench {
 
 static int empty_run(strata_orch *o, void *user) {
     (void)o;
-    (void)user;
-    return STRATA_OK;
-}
-
-static int child_setup(strata_worker *w, void *user) {
-    (void)w;
     (void)user;
     return STRATA_OK;
 }
@@ -256,7 +443,8 @@ static int l4_start(l4_bench *b, strata_buffer **chain_buf, strata_buffer **big_
     int rc = strata_worker_create(&cfg, &b->w);
     if (rc)
         return fail("strata_worker_create (L4)", rc);
-    if ((rc = strata_worker_register_orch(b->w, "empty", empty_run, NULL, &b->empty)) != 0)
+    if ((rc = strata_worker_register_orch(b->w, "empty", empty_run, NULL, &b->empty)) != 0 ||
+        (rc = strata_worker_register_orch(b->w, "mm_rows", mm_rows_run, NULL, &b->rows_run)) != 0)
         return fail("strata_worker_register_orch", rc);
     for (int k = 0; k < 2; k++) {
         strata_child_config cc;
@@ -264,7 +452,7 @@ static int l4_start(l4_bench *b, strata_buffer **chain_buf, strata_buffer **big_
         cc.worker.sub_workers = 1;
         cc.host = STRATA_HOST_MPI;
         cc.rank = 1 + k;
-        cc.setup = child_setup;
+        cc.setup = mm_l3_setup;
         if ((rc = strata_worker_add_child(b->w, &cc, &b->child[k])) != 0)
             return fail("strata_worker_add_child", rc);
     }
@@ -296,11 +484,11 @@ static int time_runs(l4_bench *b, strata_orch_fn fn, int runs, int per, double s
 }
 
 typedef struct strata_figs {
-    bench_series round_trip, independent, move;
+    bench_series round_trip, independent, move, matmul, matmul_one;
 } strata_figs;
 
 static int strata_measure(const bench_options *opt, l4_bench *b, int chain, int indep, int moves,
-                          strata_figs *f) {
+                          int64_t mm_n, strata_figs *f) {
     memset(f, 0, sizeof *f);
     double v;
     b->ntasks = 8; /* warm-up: every path once */
@@ -325,14 +513,23 @@ static int strata_measure(const bench_options *opt, l4_bench *b, int chain, int 
             return 1;
         bench_series_add(&f->move, v);
     }
-    return 0;
+    mm_data d;
+    int bad = mm_data_make(b->w, mm_n, &d);
+    if (bad)
+        bad = fail("the tiled matmul's buffers", bad);
+    else {
+        mm_l4_job j = {.d = &d, .rows_run = b->rows_run, .child = b->child};
+        bad = mm_time(b->w, mm_l4_orch, &j, &d, opt->reps, "tiled matmul, two L3s", &f->matmul);
+    }
+    mm_data_free(&d);
+    return bad;
 }
 
 /* ---- main ---------------------------------------------------------------------------- */
 
 /* One table per row: a table's header names its first row's anchor. */
 static int report(const bench_options *opt, const anchors *a, const strata_figs *f, int chain,
-                  int indep) {
+                  int indep, int64_t mm_n) {
     bench_report rep;
     bench_report_init(&rep, opt);
     bench_table *t = bench_report_table(
@@ -356,6 +553,13 @@ static int report(const bench_options *opt, const anchors *a, const strata_figs 
     row = bench_table_row(t, "64 MiB move", "ms", &f->move, 0);
     /* bandwidth >= 0.9 x MPI_Send's: time <= 1 / 0.9 of it */
     bench_row_compare(row, "MPI_Send", bench_measured(&a->move), 1.0 / 0.9);
+    bench_table_print(t);
+    t = bench_report_table(&rep,
+                           "C = A x B, %lldx%lld floats, %d row blocks over the L3s of ranks 1 and "
+                           "2, one sim chip of one core each (ms per run), beside one L3 alone",
+                           (long long)mm_n, (long long)mm_n, MM_BLOCKS);
+    row = bench_table_row(t, "tiled matmul", "ms", &f->matmul, 0);
+    bench_row_compare(row, "one L3", bench_measured(&f->matmul_one), 0); /* no target */
     bench_table_print(t);
     if (bench_report_write_json(&rep))
         return 1;
@@ -388,6 +592,7 @@ int main(int argc, char **argv) {
     int chain = opt.quick ? 50 : 2000;
     int indep = opt.quick ? 100 : 4000;
     int moves = opt.quick ? 2 : opt.reps;
+    int64_t mm_n = opt.quick ? 128 : 512;
 
     anchors a;
     if (rank == 0)
@@ -403,12 +608,14 @@ int main(int argc, char **argv) {
         return 1;
     }
     strata_figs f;
-    int bad = strata_measure(&opt, &b, chain, indep, moves, &f);
+    int bad = strata_measure(&opt, &b, chain, indep, moves, mm_n, &f);
     strata_worker_remote_free(b.w, chain_buf);
     strata_buffer_destroy(big_buf);
     strata_worker_destroy(b.w); /* shuts the serving ranks down */
+    if (!bad)                   /* rank 0 alone on the machine now */
+        bad = mm_one_l3(mm_n, opt.reps, &f.matmul_one);
     if (!bad)
-        bad = report(&opt, &a, &f, chain, indep);
+        bad = report(&opt, &a, &f, chain, indep, mm_n);
     strata_mpi_finalize();
     return bad ? 1 : 0;
 }
