@@ -269,6 +269,31 @@ static int serve_frame(uint32_t i, const st_proc_kind *kind) {
     return 0;
 }
 
+/* The task frames in the order they must be served: a new dispatch before a
+ * later one. The parent publishes dispatches in id order but into whichever
+ * frame is free, so frame 1 may hold dispatch n and frame 0 dispatch n + 1;
+ * served by index, n + 1 would reach the chip's lane first, launch, and n
+ * would be refused there ("cannot reorder before the active dispatch"). The
+ * id is read after the state's acquire, as serve_frame reads it; a frame
+ * that is not live sorts last (its id is not looked at). */
+static uint32_t serving_order(uint32_t nframes, uint32_t order[ST_MBOX_TASK_FRAMES]) {
+    uint64_t key[ST_MBOX_TASK_FRAMES];
+    for (uint32_t i = 0; i < nframes; i++) {
+        st_mbox_frame *f = st_mbox_task(loop_.m, i);
+        uint32_t st = st_mbox_state_of(f);
+        int live =
+            st == ST_MBOX_TASK_READY || st == ST_MBOX_PREPARE_READY || st == ST_MBOX_ACTIVATE;
+        key[i] = live ? ((const volatile st_mbox_frame *)f)->trailer.dispatch_id : UINT64_MAX;
+        uint32_t at = i;
+        while (at > 0 && key[order[at - 1]] > key[i]) { /* insertion: at most two frames */
+            order[at] = order[at - 1];
+            at--;
+        }
+        order[at] = i;
+    }
+    return nframes;
+}
+
 /* ---- control calls ------------------------------------------------------ */
 
 static int do_register(st_mbox_frame *ctl, const st_proc_kind *kind) {
@@ -443,8 +468,10 @@ int st_proc_child_main(st_proc_ep *p) {
             serve_control(ctl, kind);
             moved = 1;
         }
-        for (uint32_t i = 0; i < kind->frames; i++)
-            moved |= serve_frame(i, kind);
+        uint32_t order[ST_MBOX_TASK_FRAMES];
+        uint32_t nframes = serving_order(kind->frames, order);
+        for (uint32_t k = 0; k < nframes; k++)
+            moved |= serve_frame(order[k], kind);
         if (kind->poll)
             kind->poll(loop_.self, loop_.m);
         if (moved)

@@ -5,7 +5,8 @@
  * bound, every child reaped), a task round trip through shared memory,
  * REGISTER after init and a refused registration, a bad frame each way
  * (protocol version, truncated and oversized arguments, unknown digest, a
- * result frame of another identity) failing only its task, control calls
+ * result frame of another identity) failing only its task, two new frames
+ * taken in dispatch order whatever frames hold them, control calls
  * with their errors carried back, an idempotent close that reaps, and the
  * child's late ring of a parked parent-side thread when nobody took its
  * result (the parent's liveness probe would take it only after 2 ms).
@@ -21,8 +22,10 @@
 #include "core/endpoint.h"
 #include "core/engine.h"
 #include "exec/process_endpoint.h"
+#include "ipc/wire_args.h"
 #include "test_support.h"
 #include "util/clock.h"
+#include "util/digest.h"
 
 /* A page shared with every child, mapped before any fork: children write
  * what the parent checks (their pids, what they saw). */
@@ -30,6 +33,8 @@ typedef struct shared_page {
     _Atomic int pids[8];
     _Atomic int npids;
     _Atomic int seen;
+    _Atomic uint64_t taken[4]; /* ordering kind: the dispatch ids, in the order handed to it */
+    _Atomic int ntaken;
 } shared_page;
 static shared_page *page;
 
@@ -129,6 +134,24 @@ static const st_proc_kind ok_kind = KIND("ok", ok_init);
 static const st_proc_kind failing_kind = KIND("failing", failing_init);
 static const st_proc_kind exiting_kind = KIND("exiting", exiting_init);
 static const st_proc_kind hanging_kind = KIND("hanging", hanging_init);
+
+/* Two frames, as a chip child that stages; records each dispatch id in the
+ * order the loop hands them over, and finishes each at once. */
+static void order_task(void *self, st_mbox *m, uint32_t frame, const strata_task_args *args,
+                       const st_callable_info *ci) {
+    (void)self;
+    (void)args;
+    (void)ci;
+    int i = atomic_fetch_add(&page->ntaken, 1);
+    if (i < 4)
+        atomic_store(&page->taken[i], st_mbox_task(m, frame)->trailer.dispatch_id);
+    st_proc_task_finish(m, frame, STRATA_OK, NULL);
+}
+static const st_proc_kind ordering_kind = {.name = "ordering",
+                                           .frames = 2,
+                                           .init = ok_init,
+                                           .task = order_task,
+                                           .shutdown = quiet_shutdown};
 
 static st_proc_ep *add_child(strata_worker *w, const st_proc_kind *kind, const char *label) {
     st_proc_ep_config cfg = {
@@ -470,6 +493,65 @@ static void a_result_of_another_identity_is_refused(void **state) {
 
 /* ---- control calls ------------------------------------------------------ */
 
+static int no_op(const strata_task_view *a, void *user) {
+    (void)a;
+    (void)user;
+    return 0;
+}
+
+/* Publish dispatch `id` of callable `digest` (no arguments) in task frame i. */
+static void publish_task(st_mbox *m, uint32_t i, uint64_t id, const st_digest *digest) {
+    st_mbox_frame *f = st_mbox_task(m, i);
+    st_mbox_trailer t = {.protocol = ST_MBOX_PROTOCOL,
+                         .run_id = 1,
+                         .lease_slot = 0,
+                         .generation = 1,
+                         .dispatch_id = id};
+    st_lease lease = {.slot = 0, .generation = 1};
+    strata_call_config cfg = {0, 0};
+    st_mbox_task_prepare(f, &t, &lease, &cfg, 0, digest->bytes);
+    strata_task_args none;
+    memset(&none, 0, sizeof none);
+    size_t used = 0;
+    assert_ok(st_wire_args_encode(&none, f->payload, ST_MBOX_ARGS_CAP, &used));
+    f->payload_bytes = (uint32_t)used;
+    st_mbox_publish(f, ST_MBOX_TASK_READY);
+}
+
+/* The parent fills whichever frame is free, so frame 1 can hold dispatch n
+ * while frame 0 holds n + 1. A child that finds both at once must hand n on
+ * first: a chip's lane refuses n once n + 1 launched. The child is stopped
+ * while both are published, so its next pass sees them together. */
+static void a_child_takes_two_new_frames_in_dispatch_order(void **state) {
+    (void)state;
+    reset_page();
+    strata_worker *w = new_worker(STRATA_HOST_THREAD, 1, 0);
+    strata_callable noop;
+    assert_ok(strata_worker_register_sub(w, "noop", no_op, NULL, &noop));
+    st_proc_ep *p = add_child(w, &ordering_kind, "ordering child");
+    assert_ok(strata_worker_init(w));
+    st_mbox *m = st_proc_ep_mbox(p);
+    st_digest d = st_digest_callable(ST_CALLABLE_SUB, "noop");
+    pid_t pid = (pid_t)st_proc_ep_child(p)->pid;
+    assert_int_equal(kill(pid, SIGSTOP), 0);
+    publish_task(m, 1, 1000001, &d); /* the earlier dispatch, in the later frame */
+    publish_task(m, 0, 1000002, &d);
+    assert_int_equal(kill(pid, SIGCONT), 0);
+    st_mbox_ring(&st_mbox_control(m)->child_bell);
+    uint64_t until = st_deadline_after(10 * TS_SEC);
+    while ((st_mbox_state_of(st_mbox_task(m, 0)) != ST_MBOX_TASK_DONE ||
+            st_mbox_state_of(st_mbox_task(m, 1)) != ST_MBOX_TASK_DONE) &&
+           st_now_ns() < until)
+        usleep(100);
+    assert_int_equal(atomic_load(&page->ntaken), 2);
+    assert_int_equal(atomic_load(&page->taken[0]), 1000001);
+    assert_int_equal(atomic_load(&page->taken[1]), 1000002);
+    for (uint32_t i = 0; i < 2; i++) /* returned to the parent's endpoint as it found them */
+        st_mbox_publish(st_mbox_task(m, i), ST_MBOX_IDLE);
+    assert_ok(strata_worker_close(w));
+    strata_worker_destroy(w);
+}
+
 static void control_calls_carry_their_errors_back(void **state) {
     (void)state;
     reset_page();
@@ -524,6 +606,7 @@ int main(void) {
         cmocka_unit_test(a_refused_registration_names_the_child),
         cmocka_unit_test(a_bad_frame_fails_only_its_task),
         cmocka_unit_test(a_result_of_another_identity_is_refused),
+        cmocka_unit_test(a_child_takes_two_new_frames_in_dispatch_order),
         cmocka_unit_test(control_calls_carry_their_errors_back),
         cmocka_unit_test(a_parked_parent_is_rung_when_nobody_took_the_result),
         cmocka_unit_test(a_control_call_past_its_deadline_blocks_others_until_answered),
