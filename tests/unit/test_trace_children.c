@@ -207,6 +207,109 @@ static void a_thread_child_workers_own_chip_records_its_phases(void **state) {
     grandchild_chip(STRATA_HOST_THREAD, "grandchip-thread");
 }
 
+/* ---- An L4 whose child Worker has a child Worker of its own ------------------------- */
+
+static strata_callable g_l2prog; /* the child Worker's: set by its setup */
+static int g_grandchild;
+static strata_host_mode g_grand_host;
+
+static int l3_worker_setup(strata_worker *w, void *user) {
+    (void)user;
+    strata_child_config cc;
+    strata_child_config_init(&cc);
+    cc.worker.level = 2;
+    cc.worker.sub_workers = 2;
+    cc.host = g_grand_host;
+    cc.setup = l3_setup;
+    STRATA_TRY(strata_worker_add_child(w, &cc, &g_grandchild));
+    return strata_worker_register_orch(w, "l2prog", l3_program, NULL, &g_l2prog);
+}
+
+static int l3_worker_program(strata_orch *o, void *arg) {
+    (void)arg;
+    l4_job j = {.l3prog = g_l2prog, .child = g_grandchild};
+    return submit_to_child(o, &j);
+}
+
+static const char *host_name(strata_host_mode host) {
+    return host == STRATA_HOST_THREAD ? "thread" : "process";
+}
+
+/* L4 -> L3 (child_host) -> L2 (grand_host): RUNS runs, each one task of the
+ * L3, which is one task of the L2, which runs INNER_TASKS sub tasks. */
+static void run_l4_l3_l2(const char *path, strata_host_mode child_host, strata_host_mode grand_host,
+                         uint32_t grand_events) {
+    g_grand_host = grand_host;
+    strata_worker_config wc;
+    strata_worker_config_init(&wc);
+    wc.level = 4;
+    wc.sub_workers = 1;
+    wc.trace_path = path;
+    strata_worker *w;
+    assert_ok(strata_worker_create(&wc, &w));
+    strata_child_config cc;
+    strata_child_config_init(&cc);
+    cc.worker.level = 3;
+    cc.worker.sub_workers = 1;
+    if (grand_events)
+        cc.worker.trace_events_per_lane = grand_events;
+    cc.host = child_host;
+    cc.setup = l3_worker_setup;
+    l4_job j;
+    assert_ok(strata_worker_add_child(w, &cc, &j.child));
+    assert_ok(strata_worker_register_orch(w, "l3prog", l3_worker_program, NULL, &j.l3prog));
+    assert_ok(strata_worker_init(w));
+    for (int r = 0; r < RUNS; r++)
+        assert_ok(strata_worker_run(w, submit_to_child, &j));
+    strata_worker_destroy(w);
+}
+
+/* The grandchild Worker's runs and tasks reach the file: named "n0/n0/...",
+ * on lanes of its own, each task inside the child Worker's bar of the task
+ * that ran it, each exactly once. */
+static void grandchild_worker(strata_host_mode child_host, strata_host_mode grand_host) {
+    char path[256], tag[64], what[400];
+    snprintf(tag, sizeof tag, "grandworker-%s-%s", host_name(child_host), host_name(grand_host));
+    tmp_path(path, sizeof path, tag);
+    run_l4_l3_l2(path, child_host, grand_host, 0);
+    snprintf(what, sizeof what, "grandworker %s %d %d %s %s", path, INNER_TASKS, RUNS,
+             host_name(child_host), host_name(grand_host));
+    assert_int_equal(check(path, what), 0);
+    unlink(path);
+}
+
+static void a_thread_child_workers_thread_child_worker_records_its_runs_and_tasks(void **state) {
+    (void)state;
+    grandchild_worker(STRATA_HOST_THREAD, STRATA_HOST_THREAD);
+}
+
+static void a_process_child_workers_process_child_worker_records_its_runs_and_tasks(void **state) {
+    (void)state;
+    grandchild_worker(STRATA_HOST_PROCESS, STRATA_HOST_PROCESS);
+}
+
+static void a_thread_child_workers_process_child_worker_records_its_runs_and_tasks(void **state) {
+    (void)state;
+    grandchild_worker(STRATA_HOST_THREAD, STRATA_HOST_PROCESS);
+}
+
+static void a_process_child_workers_thread_child_worker_records_its_runs_and_tasks(void **state) {
+    (void)state;
+    grandchild_worker(STRATA_HOST_PROCESS, STRATA_HOST_THREAD);
+}
+
+/* The grandchild's region is the child Worker's size: 8 events, fewer than
+ * its tasks'; its drops reach the file on its own orchestrator lane. */
+static void a_grandchild_workers_full_lane_reports_its_drops(void **state) {
+    (void)state;
+    char path[256], what[400];
+    tmp_path(path, sizeof path, "grandchild-drops");
+    run_l4_l3_l2(path, STRATA_HOST_PROCESS, STRATA_HOST_PROCESS, 8);
+    snprintf(what, sizeof what, "granddrops %s", path);
+    assert_int_equal(check(path, what), 0);
+    unlink(path);
+}
+
 static void a_process_child_workers_tasks_have_lanes_of_their_own_on_the_same_clock(void **state) {
     (void)state;
     char path[256], what[400];
@@ -294,6 +397,11 @@ int main(void) {
         cmocka_unit_test(a_process_child_workers_tasks_have_lanes_of_their_own_on_the_same_clock),
         cmocka_unit_test(a_thread_child_workers_tasks_have_lanes_of_their_own),
         cmocka_unit_test(a_child_workers_full_lane_reports_its_drops),
+        cmocka_unit_test(a_thread_child_workers_thread_child_worker_records_its_runs_and_tasks),
+        cmocka_unit_test(a_process_child_workers_process_child_worker_records_its_runs_and_tasks),
+        cmocka_unit_test(a_thread_child_workers_process_child_worker_records_its_runs_and_tasks),
+        cmocka_unit_test(a_process_child_workers_thread_child_worker_records_its_runs_and_tasks),
+        cmocka_unit_test(a_grandchild_workers_full_lane_reports_its_drops),
         cmocka_unit_test(a_scribbled_region_is_read_within_what_the_parent_mapped),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
