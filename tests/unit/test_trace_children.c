@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "core/engine.h"
+#include "core/trace.h"
 #include "core/trace_child.h"
 #include "strata/chip.h"
 #include "test_support.h"
@@ -389,6 +390,63 @@ static void a_scribbled_region_is_read_within_what_the_parent_mapped(void **stat
     strata_worker_destroy(w); /* unmaps what it mapped, whatever cap now says */
 }
 
+/* A name record as the child Worker writes it (core/trace_child.h): the
+ * payload's 64-bit words in ts, t[0..3], run. */
+static st_trace_event name_rec(unsigned origin, uint8_t what, uint32_t index, int32_t chunk,
+                               const void *bytes, size_t len) {
+    uint64_t p[ST_NM_BYTES / 8] = {0};
+    memcpy(p, bytes, len);
+    return (st_trace_event){.ts = p[0],
+                            .t = {p[1], p[2], p[3], p[4]},
+                            .run = p[5],
+                            .a = index,
+                            .worker = chunk,
+                            .kind = ST_TEV_FROM(ST_TEV_NAME, origin),
+                            .status = what};
+}
+
+/* A child Worker's child's names come through its lane, which its own child
+ * (a process) could have scribbled on before they were copied: every size is
+ * clamped, every index checked, every string terminated, other origins'
+ * entries ignored, and without a header there are no names at all. */
+static void scribbled_name_records_are_read_within_the_tables(void **state) {
+    (void)state;
+    int32_t head[5] = {2, 4242, 1 << 20, -5, 1 << 20};
+    int32_t other[5] = {9, 9, 1, 1, 1};
+    int32_t pids[ST_NM_PIDS];
+    for (int i = 0; i < ST_NM_PIDS; i++)
+        pids[i] = 7000 + i;
+    char xs[ST_NM_BYTES];
+    memset(xs, 'x', sizeof xs); /* no terminator in either chunk */
+    st_trace_event ev[] = {
+        name_rec(1, ST_NM_CALLABLE, 0, 0, xs, sizeof xs), /* before the header: ignored */
+        name_rec(1, ST_NM_HEAD, 0, 0, head, sizeof head),
+        name_rec(2, ST_NM_HEAD, 0, 0, other, sizeof other),
+        name_rec(1, ST_NM_SUB_PIDS, STRATA_MAX_SUB_WORKERS - 2, 0, pids, sizeof pids),
+        name_rec(1, ST_NM_CALLABLE, 1, 0, xs, sizeof xs),
+        name_rec(1, ST_NM_CALLABLE, 1, 1, xs, sizeof xs),
+        name_rec(1, ST_NM_CALLABLE, 2, 7, xs, sizeof xs),                /* no such chunk */
+        name_rec(1, ST_NM_CALLABLE, ST_MAX_CALLABLES, 0, xs, sizeof xs), /* past the table */
+        name_rec(1, ST_NM_NEXT_LABEL, 0, 0, xs, sizeof xs),              /* nnext clamped to 0 */
+    };
+    uint32_t n = (uint32_t)(sizeof ev / sizeof ev[0]);
+    st_trace_names *nm = malloc(sizeof *nm);
+    assert_non_null(nm);
+    assert_true(st_trace_names_decode(ev, n, 1, nm));
+    assert_int_equal(nm->pid, 4242);
+    assert_int_equal(nm->nsubs, STRATA_MAX_SUB_WORKERS);
+    assert_int_equal(nm->nnext, 0);
+    assert_int_equal(nm->ncallables, ST_MAX_CALLABLES);
+    assert_int_equal(nm->sub_pid[STRATA_MAX_SUB_WORKERS - 1], 7001);
+    assert_int_equal(strlen(nm->callable[0]), 0);
+    assert_int_equal(strlen(nm->callable[1]), ST_NM_STR - 1);
+    assert_int_equal(strlen(nm->callable[2]), 0);
+    assert_int_equal(strlen(nm->next_label[0]), 0);
+    assert_false(st_trace_names_decode(ev, n, 3, nm)); /* no header of origin 3 */
+    assert_false(st_trace_names_decode(ev + 3, n - 3, 1, nm));
+    free(nm);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(a_process_chip_records_its_native_phases_in_its_own_process),
@@ -403,6 +461,7 @@ int main(void) {
         cmocka_unit_test(a_process_child_workers_thread_child_worker_records_its_runs_and_tasks),
         cmocka_unit_test(a_grandchild_workers_full_lane_reports_its_drops),
         cmocka_unit_test(a_scribbled_region_is_read_within_what_the_parent_mapped),
+        cmocka_unit_test(scribbled_name_records_are_read_within_the_tables),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
