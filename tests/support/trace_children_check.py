@@ -26,6 +26,9 @@
 #          thread: in the child Worker's, named "next-level 0 / next-level 0:
 #          ..."), each inside that lane's bar of the task that ran it; its
 #          runs completed, RUNS of them
+#        trace_children_check.py granderror FILE RUNS
+#          a failed grandchild task ("boom", "n0/n0/..."), once per run, with
+#          its message as its error
 #        trace_children_check.py drops FILE
 #          a "dropped events" marker on a lane of the child's process
 #        trace_children_check.py granddrops FILE
@@ -203,6 +206,18 @@ def grandworker(path, tasks, runs, child_host, grand_host):
         fail("%d grandchild runs completed on its runs lane, expected %d" % (len(done), runs))
 
 
+def granderror(path, runs):
+    doc, evs, lanes, main = load(path)
+    boom = [e for e in evs if e.get("cat") == "task" and e.get("ph") == "X"
+            and e["name"] == "boom" and str(e["args"]["task"]).startswith("n0/n0/")]
+    if len(boom) != runs:
+        fail("%d failed grandchild tasks, expected %d" % (len(boom), runs))
+    for e in boom:
+        if e["args"]["status"] != "failed" or e["args"].get("error") != "grandchild boom":
+            fail("grandchild task %s: status %r, error %r" % (
+                e["args"]["task"], e["args"]["status"], e["args"].get("error")))
+
+
 def granddrops(path):
     doc, evs, lanes, main = load(path)
     mid = [k for k, n in lanes.items() if n == "next-level 0 / next-level 0"]
@@ -236,6 +251,8 @@ elif sys.argv[1] == "worker":
     worker(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5])
 elif sys.argv[1] == "grandworker":
     grandworker(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5], sys.argv[6])
+elif sys.argv[1] == "granderror":
+    granderror(sys.argv[2], int(sys.argv[3]))
 elif sys.argv[1] == "granddrops":
     granddrops(sys.argv[2])
 else:

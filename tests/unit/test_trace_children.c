@@ -213,6 +213,29 @@ static void a_thread_child_workers_own_chip_records_its_phases(void **state) {
 static strata_callable g_l2prog; /* the child Worker's: set by its setup */
 static int g_grandchild;
 static strata_host_mode g_grand_host;
+static strata_callable g_boom; /* the grandchild's: set by its setup */
+static int g_grand_fails;      /* the grandchild's runs each have one task that fails */
+
+static int boom_sub(const strata_task_view *a, void *user) {
+    (void)a;
+    (void)user;
+    strata_task_set_error("grandchild boom");
+    return 1;
+}
+
+static int l2_setup(strata_worker *w, void *user) {
+    STRATA_TRY(l3_setup(w, user));
+    return strata_worker_register_sub(w, "boom", boom_sub, NULL, &g_boom);
+}
+
+static int l2_program(strata_orch *o, void *arg) {
+    STRATA_TRY(l3_program(o, arg));
+    if (!g_grand_fails)
+        return STRATA_OK;
+    strata_task_args a;
+    strata_args_init(&a);
+    return strata_orch_submit_sub(o, g_boom, &a);
+}
 
 static int l3_worker_setup(strata_worker *w, void *user) {
     (void)user;
@@ -221,9 +244,9 @@ static int l3_worker_setup(strata_worker *w, void *user) {
     cc.worker.level = 2;
     cc.worker.sub_workers = 2;
     cc.host = g_grand_host;
-    cc.setup = l3_setup;
+    cc.setup = l2_setup;
     STRATA_TRY(strata_worker_add_child(w, &cc, &g_grandchild));
-    return strata_worker_register_orch(w, "l2prog", l3_program, NULL, &g_l2prog);
+    return strata_worker_register_orch(w, "l2prog", l2_program, NULL, &g_l2prog);
 }
 
 static int l3_worker_program(strata_orch *o, void *arg) {
@@ -260,8 +283,13 @@ static void run_l4_l3_l2(const char *path, strata_host_mode child_host, strata_h
     assert_ok(strata_worker_add_child(w, &cc, &j.child));
     assert_ok(strata_worker_register_orch(w, "l3prog", l3_worker_program, NULL, &j.l3prog));
     assert_ok(strata_worker_init(w));
-    for (int r = 0; r < RUNS; r++)
-        assert_ok(strata_worker_run(w, submit_to_child, &j));
+    for (int r = 0; r < RUNS; r++) {
+        int rc = strata_worker_run(w, submit_to_child, &j);
+        if (g_grand_fails)
+            assert_int_not_equal(rc, STRATA_OK);
+        else
+            assert_ok(rc);
+    }
     strata_worker_destroy(w);
 }
 
@@ -297,6 +325,20 @@ static void a_thread_child_workers_process_child_worker_records_its_runs_and_tas
 static void a_process_child_workers_thread_child_worker_records_its_runs_and_tasks(void **state) {
     (void)state;
     grandchild_worker(STRATA_HOST_PROCESS, STRATA_HOST_THREAD);
+}
+
+/* A grandchild's failed task carries its message: the child Worker copies it
+ * into its own table with the record. */
+static void a_grandchild_workers_failed_task_keeps_its_message(void **state) {
+    (void)state;
+    char path[256], what[400];
+    tmp_path(path, sizeof path, "grandchild-error");
+    g_grand_fails = 1;
+    run_l4_l3_l2(path, STRATA_HOST_PROCESS, STRATA_HOST_PROCESS, 0);
+    g_grand_fails = 0;
+    snprintf(what, sizeof what, "granderror %s %d", path, RUNS);
+    assert_int_equal(check(path, what), 0);
+    unlink(path);
 }
 
 /* The grandchild's region is the child Worker's size: 8 events, fewer than
@@ -459,6 +501,7 @@ int main(void) {
         cmocka_unit_test(a_process_child_workers_process_child_worker_records_its_runs_and_tasks),
         cmocka_unit_test(a_thread_child_workers_process_child_worker_records_its_runs_and_tasks),
         cmocka_unit_test(a_process_child_workers_thread_child_worker_records_its_runs_and_tasks),
+        cmocka_unit_test(a_grandchild_workers_failed_task_keeps_its_message),
         cmocka_unit_test(a_grandchild_workers_full_lane_reports_its_drops),
         cmocka_unit_test(a_scribbled_region_is_read_within_what_the_parent_mapped),
         cmocka_unit_test(scribbled_name_records_are_read_within_the_tables),
