@@ -45,6 +45,7 @@ enum {
 #define ST_TEV_FROM(kind, origin) ((uint16_t)((kind) | (origin) << 4))
 #define ST_TRACE_ORIGINS (STRATA_MAX_NEXT_LEVEL + 1)
 _Static_assert(ST_TRACE_ORIGINS << 4 <= 0xffff, "an origin fits the kind's high bits");
+_Static_assert(ST_TEV_DROPS <= 0xf, "a kind fits the low bits");
 /* The deepest worker that records: a top-level worker is 0, its child Workers
  * 1, theirs 2 (copied up by the depth-1 worker). A worker at this depth maps
  * no region for a child Worker of its own. */
