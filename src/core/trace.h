@@ -33,7 +33,23 @@ enum {
                         device completion; ts finalize end; a seq, b callable, worker */
     ST_TEV_ERROR,    /* a failed task's message, recorded right after its TASK event: a seq,
                         b member, t[0] its slot in st_trace_msgs */
+    ST_TEV_NAME,     /* one entry of a child Worker's child's names (trace_child.c) */
+    ST_TEV_DROPS,    /* a child Worker's child dropped t[0] more events, the first at ts */
 };
+/* A child Worker copies its own child Workers' records into its lane with
+ * their origin in the kind's high bits: 0 its own, 1 + k its next-level
+ * child k's (ST_TRACE_ORIGINS - 1 of them). The file's writer draws each
+ * origin as a worker of its own. */
+#define ST_TEV_KIND(k) ((unsigned)(k)&0xfu)
+#define ST_TEV_ORIGIN(k) ((unsigned)(k) >> 4)
+#define ST_TEV_FROM(kind, origin) ((uint16_t)((kind) | (origin) << 4))
+#define ST_TRACE_ORIGINS (STRATA_MAX_NEXT_LEVEL + 1)
+_Static_assert(ST_TRACE_ORIGINS << 4 <= 0xffff, "an origin fits the kind's high bits");
+_Static_assert(ST_TEV_DROPS <= 0xf, "a kind fits the low bits");
+/* The deepest worker that records: a top-level worker is 0, its child Workers
+ * 1, theirs 2 (copied up by the depth-1 worker). A worker at this depth maps
+ * no region for a child Worker of its own. */
+#define ST_TRACE_MAX_DEPTH 2u
 enum { ST_TEVF_MEASURED = 1 }; /* start/end were read where the body ran */
 /* The phase value of an ST_TEV_PHASE event that ends the building span: the
  * orchestration function returned (the run's own phases are st_run_phase). */
@@ -76,10 +92,14 @@ typedef struct st_trace {
     struct st_trace_region *into; /* a child Worker in a process: its parent's region (no file) */
     /* The parent's regions for its process children (trace_child.c), by next-level id. */
     struct st_trace_region *child[STRATA_MAX_NEXT_LEVEL];
-    /* A worker recording `into` a region: how many records and drops of each
-     * child region it copied into its lane so far (st_trace_regions_drain). */
+    uint32_t depth; /* 0 a top-level worker; one more for each child Worker level below */
+    /* A worker recording `into` a region: how many records, drops and
+     * rejected times of each child region it copied into its lane so far, and
+     * whether a child Worker's names went there (st_trace_regions_drain). */
     uint32_t drained[STRATA_MAX_NEXT_LEVEL];
     uint64_t drained_drops[STRATA_MAX_NEXT_LEVEL];
+    uint64_t drained_rejected[STRATA_MAX_NEXT_LEVEL];
+    uint8_t names_sent[STRATA_MAX_NEXT_LEVEL];
     uint64_t times_rejected; /* completions whose start/end failed the bounds (trace.c) */
     st_error status;         /* writing the file */
 } st_trace;
@@ -109,14 +129,19 @@ void st_stats_count(struct strata_worker *w, struct st_slot *s, const struct st_
 /* The regions of process children (trace_child.c): unmapped at destroy. */
 void st_trace_regions_free(struct strata_worker *w);
 /* A worker that records into its parent's region (a child Worker) copies its
- * own process chips' new records into its lane: the parent's writer reads
- * only its own regions, never the ones its children mapped. Engine lock held;
- * at each of its runs' ends (st_trace_phase), when the run's chip tasks have
- * all completed and so recorded their phases. */
+ * own process chips' and child Workers' new records into its lane: the
+ * parent's writer reads only its own regions, never the ones its children
+ * mapped. Engine lock held; at each of its runs' ends (st_trace_phase), when
+ * the run's next-level tasks have all completed and so recorded theirs. */
 void st_trace_regions_drain(struct strata_worker *w);
 /* The names a worker's events refer to, from w itself (trace_child.c). */
 struct st_trace_names;
 void st_trace_names_of(struct strata_worker *w, struct st_trace_names *out);
+/* The names of origin `origin` from its ST_TEV_NAME records in ev[0..n)
+ * (a region's, untrusted: every size clamped, every string terminated): 1, or
+ * 0 when its first entry is missing (dropped, or never written). */
+int st_trace_names_decode(const st_trace_event *ev, uint32_t n, unsigned origin,
+                          struct st_trace_names *out);
 
 /* The file (trace_json.c): STRATA_OK or the failure, described. */
 int st_trace_write(struct strata_worker *w, const char *path);

@@ -4,7 +4,8 @@
  * processes record their own events").
  *
  * Owns: the region's layout (a lane of the recorder's events, the child's
- * pid, and for a child Worker the names its events refer to), for core only.
+ * pid, and for a child Worker the names its events refer to, and the name
+ * records of its own child Workers), for core only.
  * Must never: block or allocate on a record call, or be read by the parent
  * before the child stopped (close stops every child before the file).
  */
@@ -31,9 +32,23 @@ typedef struct st_trace_names {
     char callable[ST_MAX_CALLABLES][64];
 } st_trace_names;
 
+/* A child Worker's own child Workers' names travel in its lane, as
+ * ST_TEV_NAME records of their origin (core/trace.h), the header first: the
+ * region's table holds one worker's names. Each record carries ST_NM_BYTES
+ * of payload in ts, t[0..3] and run (in that order, as 64-bit words); status
+ * is the entry, a its index, worker the ST_NM_BYTES chunk of a string.
+ *   ST_NM_HEAD:       int32 level, pid, nsubs, nnext, ncallables
+ *   ST_NM_SUB_PIDS:   int32 sub_pid[a ..], up to ST_NM_BYTES / 4 of them
+ *   ST_NM_NEXT_PIDS:  int32 next_pid[a ..], likewise
+ *   ST_NM_NEXT_LABEL, ST_NM_CALLABLE: bytes [48 worker, ...) of the 64-byte
+ *                     string a, the second chunk only for a longer string */
+enum { ST_NM_HEAD = 0, ST_NM_SUB_PIDS, ST_NM_NEXT_PIDS, ST_NM_NEXT_LABEL, ST_NM_CALLABLE };
+enum { ST_NM_BYTES = 48, ST_NM_PIDS = ST_NM_BYTES / 4, ST_NM_STR = 64 };
+
 typedef struct st_trace_region {
     st_trace_lane lane;     /* ev: the records after this header, in the same mapping */
     uint32_t kind;          /* st_trace_region_kind */
+    uint32_t depth;         /* the recorder's st_trace.depth (set by the mapper) */
     _Atomic int32_t pid;    /* the child's, stored when it starts recording */
     _Atomic uint32_t named; /* 1 once names is complete (a child Worker's close) */
     uint64_t t_ready;       /* ST_REGION_WORKER: the inner worker's init (its ts 0) */

@@ -4,7 +4,10 @@
  *
  * Owns: the lane and process metadata, names resolved from ids (callables,
  * endpoints), the pairing of run phases and of dependency edges with the
- * tasks at their ends, JSON string escaping.
+ * tasks at their ends, JSON string escaping, and the parts of a child
+ * Worker's region: its own records and one worker per origin its own child
+ * Workers' records were copied under (named by their path, "next-level j /
+ * next-level k", their runs "nj/nk/...").
  * Must never: run while any thread still records (close calls it after every
  * child stopped), or leave a partial file unreported.
  */
@@ -24,8 +27,22 @@
 #include "util/error.h"
 #include "util/stamp.h"
 
-/* Lane numbers of one worker; child Worker j's are offset by (j + 1) * CHILD_TIDS. */
-enum { TID_RUNS = 1, TID_ORCH = 2, TID_SUB0 = 10, TID_NEXT0 = 1000, CHILD_TIDS = 10000 };
+/* Lane numbers of one worker (fewer than WORKER_TIDS); child Worker j's are
+ * offset by (j + 1) * CHILD_TIDS, its own child Worker k's by (k + 1) *
+ * WORKER_TIDS more. */
+enum {
+    TID_RUNS = 1,
+    TID_ORCH = 2,
+    TID_SUB0 = 10,
+    TID_NEXT0 = 1000,
+    WORKER_TIDS = 2000,
+    CHILD_TIDS = WORKER_TIDS * ST_TRACE_ORIGINS
+};
+_Static_assert(TID_SUB0 + STRATA_MAX_SUB_WORKERS < TID_NEXT0 &&
+                   TID_NEXT0 + STRATA_MAX_NEXT_LEVEL < WORKER_TIDS,
+               "one worker's lanes fit its tid range");
+_Static_assert((long long)(STRATA_MAX_NEXT_LEVEL + 1) * CHILD_TIDS < 0x7fffffff,
+               "every tid is an int");
 
 struct task_key {
     uint64_t run;
@@ -58,8 +75,10 @@ typedef struct writer {
     uint32_t ntasks;
     long pid;                  /* the process of the worker's engine */
     int tid_base;              /* added to every lane number: a child Worker's lanes are its own */
-    int child;                 /* -1, or the next-level id of the child Worker written */
-    int in_parent;             /* that child Worker is hosted by a thread of the parent's process */
+    const char *path;          /* a child Worker's: "next-level 0", "next-level 0 / next-level 1" */
+    const char *run_prefix;    /* its runs' and tasks' prefix: "", "n0/", "n0/n1/" */
+    unsigned origin;           /* the records of ev[] that are this worker's (trace.h) */
+    int in_parent;             /* that child Worker is hosted by a thread of its parent's process */
     const st_trace_lane *lane; /* its drops */
     uint64_t dropped, full_ts;
     const st_trace_msgs *msgs; /* the failed tasks' messages (ST_TEV_ERROR) */
@@ -127,6 +146,13 @@ static void put_us(const writer *wr, uint64_t from, uint64_t to) {
     fprintf(wr->f, "%llu.%03llu", (unsigned long long)(d / 1000), (unsigned long long)(d % 1000));
 }
 
+/* The kind of a record of this worker, or 0 for another's: a child Worker's
+ * region holds its own records and its child Workers', each drawn as a
+ * worker of its own. */
+static unsigned kind_of(const writer *wr, const st_trace_event *e) {
+    return ST_TEV_ORIGIN(e->kind) == wr->origin ? ST_TEV_KIND(e->kind) : 0;
+}
+
 static void begin_event(writer *wr) {
     fputs(wr->o->first ? "\n" : ",\n", wr->f);
     wr->o->first = 0;
@@ -158,19 +184,16 @@ static long pid_of(const writer *wr, int32_t worker) {
 }
 
 /* A child Worker's runs and tasks are told apart from its parent's by a
- * prefix: "n<id>/" (its next-level id in the parent). */
+ * prefix: "n<id>/" per level (its next-level id in its parent). */
 static void put_run_id(writer *wr, uint64_t run) {
-    if (wr->child >= 0)
-        fprintf(wr->f, "\"n%d/%llu\"", wr->child, (unsigned long long)run);
+    if (wr->run_prefix[0])
+        fprintf(wr->f, "\"%s%llu\"", wr->run_prefix, (unsigned long long)run);
     else
         fprintf(wr->f, "%llu", (unsigned long long)run);
 }
 
 static void put_task_id(writer *wr, uint64_t run, uint32_t seq) {
-    if (wr->child >= 0)
-        fprintf(wr->f, "\"n%d/%llu:%u\"", wr->child, (unsigned long long)run, seq);
-    else
-        fprintf(wr->f, "\"%llu:%u\"", (unsigned long long)run, seq);
+    fprintf(wr->f, "\"%s%llu:%u\"", wr->run_prefix, (unsigned long long)run, seq);
 }
 
 static void put_name(writer *wr, const char *what, long pid, int tid, const char *name) {
@@ -183,21 +206,25 @@ static void put_name(writer *wr, const char *what, long pid, int tid, const char
     fputs("}}", wr->f);
 }
 
-static void put_lane_name(writer *wr, long pid, int tid, const char *name) {
-    char full[160];
-    if (wr->in_parent && pid == wr->pid) /* beside the parent's own lanes: say whose */
-        snprintf(full, sizeof full, "next-level %d: %s", wr->child, name);
-    else
-        snprintf(full, sizeof full, "%s", name);
+static void put_lane_name_as(writer *wr, long pid, int tid, const char *full) {
     put_name(wr, "thread_name", pid, wr->tid_base + tid, full);
     wr->o->lanes++;
 }
 
+static void put_lane_name(writer *wr, long pid, int tid, const char *name) {
+    char full[192];
+    if (wr->in_parent && pid == wr->pid) /* beside the parent's own lanes: say whose */
+        snprintf(full, sizeof full, "%s: %s", wr->path, name);
+    else
+        snprintf(full, sizeof full, "%s", name);
+    put_lane_name_as(wr, pid, tid, full);
+}
+
 /* A process's name; a child Worker's own processes say whose they are. */
 static void put_process_name(writer *wr, long pid, const char *name) {
-    char full[160];
-    if (wr->child >= 0)
-        snprintf(full, sizeof full, "next-level %d: %s", wr->child, name);
+    char full[192];
+    if (wr->path)
+        snprintf(full, sizeof full, "%s: %s", wr->path, name);
     else
         snprintf(full, sizeof full, "%s", name);
     put_name(wr, "process_name", pid, -1, full);
@@ -243,18 +270,24 @@ static void put_next_names(writer *wr) {
                 snprintf(name, sizeof name, "L%d child %d (process)", nm->level - 1, j);
             put_process_name(wr, pid, name);
         }
-        if (chip)
+        if (chip) {
             snprintf(name, sizeof name, "%s", label);
-        else
+            put_lane_name(wr, pid, TID_NEXT0 + j, name);
+        } else if (wr->path) { /* a child Worker's child Worker: its path is its name */
+            char full[192];
+            snprintf(full, sizeof full, "%s / next-level %d", wr->path, j);
+            put_lane_name_as(wr, pid, TID_NEXT0 + j, full);
+        } else {
             snprintf(name, sizeof name, "next-level %d", j);
-        put_lane_name(wr, pid, TID_NEXT0 + j, name);
+            put_lane_name(wr, pid, TID_NEXT0 + j, name);
+        }
     }
 }
 
 static void put_metadata(writer *wr) {
     char name[96];
     snprintf(name, sizeof name, "strata L%d worker", wr->nm->level);
-    if (wr->child < 0) /* a child Worker's process was named by its parent's lanes */
+    if (!wr->path) /* a child Worker's process was named by its parent's lanes */
         put_process_name(wr, wr->pid, name);
     put_lane_name(wr, wr->pid, TID_RUNS, "runs");
     put_lane_name(wr, wr->pid, TID_ORCH, "orchestrator");
@@ -313,7 +346,7 @@ static void put_task_args(writer *wr, const st_trace_event *e, uint32_t edge_fro
     for (uint32_t k = i + 1; e->status && wr->msgs && k < wr->n && k <= i + 3; k++) {
         /* a child writes these records in shared memory: one copy is checked and used */
         const st_trace_event x = wr->ev[k];
-        if (x.kind != ST_TEV_ERROR || x.run != e->run || x.a != e->a ||
+        if (kind_of(wr, &x) != ST_TEV_ERROR || x.run != e->run || x.a != e->a ||
             x.b != ((e->b >> 16) & 0x7fffu) || x.t[0] >= wr->msgs->n || x.t[0] >= ST_TRACE_MSGS)
             continue;
         fputs(",\"error\":", f);
@@ -324,7 +357,7 @@ static void put_task_args(writer *wr, const st_trace_event *e, uint32_t edge_fro
     int any = 0;
     for (uint32_t k = edge_from; k < i; k++) {
         const st_trace_event *d = &wr->ev[k];
-        if (d->kind != ST_TEV_EDGE || d->run != e->run || d->b != e->a)
+        if (kind_of(wr, d) != ST_TEV_EDGE || d->run != e->run || d->b != e->a)
             continue;
         if (any)
             fputc(',', f);
@@ -431,11 +464,8 @@ static void put_chip(writer *wr, const st_trace_event *e) {
 /* A run's phase events in order: building until the next phase, executing
  * until the terminal one, then the terminal instant. */
 static void put_phases(writer *wr, const st_trace_event *e, uint32_t i) {
-    char run[32];
-    if (wr->child >= 0)
-        snprintf(run, sizeof run, "n%d/%llu", wr->child, (unsigned long long)e->run);
-    else
-        snprintf(run, sizeof run, "%llu", (unsigned long long)e->run);
+    char run[48];
+    snprintf(run, sizeof run, "%s%llu", wr->run_prefix, (unsigned long long)e->run);
     if (e->a == ST_RUN_COMPLETED || e->a == ST_RUN_FAILED) {
         begin_event(wr);
         fprintf(wr->f,
@@ -450,7 +480,7 @@ static void put_phases(writer *wr, const st_trace_event *e, uint32_t i) {
         return;
     for (uint32_t k = i + 1; k < wr->n; k++) { /* the run's next phase */
         const st_trace_event *x = &wr->ev[k];
-        if (x->kind != ST_TEV_PHASE || x->run != e->run)
+        if (kind_of(wr, x) != ST_TEV_PHASE || x->run != e->run)
             continue;
         int terminal = x->a == ST_RUN_COMPLETED || x->a == ST_RUN_FAILED;
         if (!terminal && (e->a == ST_RUN_EXECUTING || x->a != ST_TRACE_BUILT))
@@ -467,7 +497,7 @@ static void put_events(writer *wr) {
     uint32_t edge_from = 0;
     for (uint32_t i = 0; i < wr->n; i++) {
         const st_trace_event *e = &wr->ev[i];
-        switch (e->kind) {
+        switch (kind_of(wr, e)) {
         case ST_TEV_TASK:
             put_task(wr, e, edge_from, i);
             edge_from = i + 1;
@@ -494,7 +524,7 @@ static void put_events(writer *wr) {
     }
     wr->o->dropped += wr->dropped;
     if (wr->dropped) { /* on the orchestrator's lane, or a process chip's own */
-        int chip = wr->child < 0 && wr->n && wr->ev[0].kind == ST_TEV_CHIP;
+        int chip = !wr->path && wr->n && kind_of(wr, &wr->ev[0]) == ST_TEV_CHIP;
         begin_event(wr);
         fprintf(wr->f,
                 "{\"ph\":\"i\",\"cat\":\"strata\",\"name\":\"dropped events\",\"s\":\"t\","
@@ -512,7 +542,7 @@ static int index_tasks(writer *wr) {
         return st_fail_nomem("writing the trace: the task index",
                              ((size_t)wr->n + 1) * sizeof *wr->tasks);
     for (uint32_t i = 0; i < wr->n; i++)
-        if (wr->ev[i].kind == ST_TEV_TASK)
+        if (kind_of(wr, &wr->ev[i]) == ST_TEV_TASK)
             wr->tasks[wr->ntasks++] = (struct task_key){wr->ev[i].run, wr->ev[i].a, i};
     qsort(wr->tasks, wr->ntasks, sizeof *wr->tasks, cmp_task);
     return STRATA_OK;
@@ -533,6 +563,79 @@ static int put_part(writer *wr, int names) {
     return STRATA_OK;
 }
 
+/* What a child Worker's region holds of one origin (core/trace.h): its
+ * events (not its names), and the drops it reported. */
+typedef struct origin_tally {
+    uint32_t events;
+    uint64_t dropped, full_ts;
+} origin_tally;
+
+static void tally_origins(const st_trace_event *ev, uint32_t n, origin_tally *t) {
+    memset(t, 0, ST_TRACE_ORIGINS * sizeof *t);
+    for (uint32_t i = 0; i < n; i++) {
+        const st_trace_event e = ev[i]; /* one copy, checked */
+        unsigned o = ST_TEV_ORIGIN(e.kind);
+        if (o >= ST_TRACE_ORIGINS)
+            continue;
+        if (ST_TEV_KIND(e.kind) == ST_TEV_DROPS) {
+            if (t[o].dropped == 0)
+                t[o].full_ts = e.ts;
+            t[o].dropped += e.t[0];
+        } else if (ST_TEV_KIND(e.kind) != ST_TEV_NAME) {
+            t[o].events++;
+        }
+    }
+}
+
+/* Child Worker `child`'s own child Worker origin - 1: its part of the file,
+ * named by the records the child Worker copied up with its events. Events
+ * that no names came with (their first entry was dropped) count as dropped. */
+static int put_grandchild(const writer *child, unsigned origin, const origin_tally *t) {
+    st_trace_names *nm = st_malloc(sizeof *nm);
+    if (!nm)
+        return st_fail_nomem("writing the trace: a child Worker's child's names", sizeof *nm);
+    if (!st_trace_names_decode(child->ev, child->n, origin, nm)) {
+        child->o->dropped += t->events + t->dropped;
+        st_free(nm);
+        return STRATA_OK;
+    }
+    char path[96], prefix[48];
+    snprintf(path, sizeof path, "%s / next-level %u", child->path, origin - 1);
+    snprintf(prefix, sizeof prefix, "%sn%u/", child->run_prefix, origin - 1);
+    writer wr = *child;
+    wr.tasks = NULL;
+    wr.ntasks = 0;
+    wr.nm = nm;
+    wr.pid = nm->pid ? (long)nm->pid : child->pid;
+    wr.path = path;
+    wr.run_prefix = prefix;
+    wr.origin = origin;
+    wr.in_parent = wr.pid == child->pid;
+    wr.tid_base = child->tid_base + (int)origin * WORKER_TIDS;
+    wr.dropped = t->dropped;
+    wr.full_ts = t->full_ts;
+    int rc = put_part(&wr, 1);
+    st_free(nm);
+    return rc;
+}
+
+/* A child Worker's whole trace: its own events, then each of its own child
+ * Workers' that it copied into its region. */
+static int put_child_worker(writer *wr) {
+    STRATA_TRY(put_part(wr, 1));
+    origin_tally *t = st_malloc(ST_TRACE_ORIGINS * sizeof *t);
+    if (!t)
+        return st_fail_nomem("writing the trace: a child Worker's tally",
+                             ST_TRACE_ORIGINS * sizeof *t);
+    tally_origins(wr->ev, wr->n, t);
+    int rc = STRATA_OK;
+    for (unsigned o = 1; o < ST_TRACE_ORIGINS && rc == STRATA_OK; o++)
+        if (t[o].events || t[o].dropped)
+            rc = put_grandchild(wr, o, &t[o]);
+    st_free(t);
+    return rc;
+}
+
 /* The process children's own events (core/trace_child.h): a process chip's
  * native phases on its lane as the parent named it; a child Worker's whole
  * trace, with the names it left, on lanes of its own. A child that died
@@ -550,16 +653,23 @@ static int put_children(writer *top, strata_worker *w) {
         wr.n = v.n;
         wr.dropped = v.dropped;
         wr.full_ts = v.full_ts;
+        int rc;
         if (v.kind == ST_REGION_WORKER) {
+            char path[32], prefix[16];
+            snprintf(path, sizeof path, "next-level %d", j);
+            snprintf(prefix, sizeof prefix, "n%d/", j);
             wr.nm = v.names;
             wr.msgs = v.msgs;
             wr.pid = (long)v.pid;
-            wr.child = j;
+            wr.path = path;
+            wr.run_prefix = prefix;
             wr.in_parent = wr.pid == top->pid;
             wr.tid_base = (j + 1) * CHILD_TIDS;
             top->o->rejected += v.times_rejected;
+            rc = put_child_worker(&wr);
+        } else {
+            rc = put_part(&wr, 0);
         }
-        int rc = put_part(&wr, v.kind == ST_REGION_WORKER);
         st_trace_region_view_free(&v);
         STRATA_TRY(rc);
     }
@@ -604,7 +714,7 @@ int st_trace_write(strata_worker *w, const char *path) {
                  .ev = w->trace.lane->ev,
                  .n = st_trace_lane_count(w->trace.lane),
                  .pid = (long)getpid(),
-                 .child = -1,
+                 .run_prefix = "",
                  .dropped = w->trace.lane->dropped,
                  .full_ts = w->trace.lane->full_ts,
                  .msgs = w->trace.msgs};

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "core/engine.h"
+#include "core/trace.h"
 #include "core/trace_child.h"
 #include "strata/chip.h"
 #include "test_support.h"
@@ -207,6 +208,151 @@ static void a_thread_child_workers_own_chip_records_its_phases(void **state) {
     grandchild_chip(STRATA_HOST_THREAD, "grandchip-thread");
 }
 
+/* ---- An L4 whose child Worker has a child Worker of its own ------------------------- */
+
+static strata_callable g_l2prog; /* the child Worker's: set by its setup */
+static int g_grandchild;
+static strata_host_mode g_grand_host;
+static strata_callable g_boom; /* the grandchild's: set by its setup */
+static int g_grand_fails;      /* the grandchild's runs each have one task that fails */
+
+static int boom_sub(const strata_task_view *a, void *user) {
+    (void)a;
+    (void)user;
+    strata_task_set_error("grandchild boom");
+    return 1;
+}
+
+static int l2_setup(strata_worker *w, void *user) {
+    STRATA_TRY(l3_setup(w, user));
+    return strata_worker_register_sub(w, "boom", boom_sub, NULL, &g_boom);
+}
+
+static int l2_program(strata_orch *o, void *arg) {
+    STRATA_TRY(l3_program(o, arg));
+    if (!g_grand_fails)
+        return STRATA_OK;
+    strata_task_args a;
+    strata_args_init(&a);
+    return strata_orch_submit_sub(o, g_boom, &a);
+}
+
+static int l3_worker_setup(strata_worker *w, void *user) {
+    (void)user;
+    strata_child_config cc;
+    strata_child_config_init(&cc);
+    cc.worker.level = 2;
+    cc.worker.sub_workers = 2;
+    cc.host = g_grand_host;
+    cc.setup = l2_setup;
+    STRATA_TRY(strata_worker_add_child(w, &cc, &g_grandchild));
+    return strata_worker_register_orch(w, "l2prog", l2_program, NULL, &g_l2prog);
+}
+
+static int l3_worker_program(strata_orch *o, void *arg) {
+    (void)arg;
+    l4_job j = {.l3prog = g_l2prog, .child = g_grandchild};
+    return submit_to_child(o, &j);
+}
+
+static const char *host_name(strata_host_mode host) {
+    return host == STRATA_HOST_THREAD ? "thread" : "process";
+}
+
+/* L4 -> L3 (child_host) -> L2 (grand_host): RUNS runs, each one task of the
+ * L3, which is one task of the L2, which runs INNER_TASKS sub tasks. */
+static void run_l4_l3_l2(const char *path, strata_host_mode child_host, strata_host_mode grand_host,
+                         uint32_t grand_events) {
+    g_grand_host = grand_host;
+    strata_worker_config wc;
+    strata_worker_config_init(&wc);
+    wc.level = 4;
+    wc.sub_workers = 1;
+    wc.trace_path = path;
+    strata_worker *w;
+    assert_ok(strata_worker_create(&wc, &w));
+    strata_child_config cc;
+    strata_child_config_init(&cc);
+    cc.worker.level = 3;
+    cc.worker.sub_workers = 1;
+    if (grand_events)
+        cc.worker.trace_events_per_lane = grand_events;
+    cc.host = child_host;
+    cc.setup = l3_worker_setup;
+    l4_job j;
+    assert_ok(strata_worker_add_child(w, &cc, &j.child));
+    assert_ok(strata_worker_register_orch(w, "l3prog", l3_worker_program, NULL, &j.l3prog));
+    assert_ok(strata_worker_init(w));
+    for (int r = 0; r < RUNS; r++) {
+        int rc = strata_worker_run(w, submit_to_child, &j);
+        if (g_grand_fails)
+            assert_int_not_equal(rc, STRATA_OK);
+        else
+            assert_ok(rc);
+    }
+    strata_worker_destroy(w);
+}
+
+/* The grandchild Worker's runs and tasks reach the file: named "n0/n0/...",
+ * on lanes of its own, each task inside the child Worker's bar of the task
+ * that ran it, each exactly once. */
+static void grandchild_worker(strata_host_mode child_host, strata_host_mode grand_host) {
+    char path[256], tag[64], what[400];
+    snprintf(tag, sizeof tag, "grandworker-%s-%s", host_name(child_host), host_name(grand_host));
+    tmp_path(path, sizeof path, tag);
+    run_l4_l3_l2(path, child_host, grand_host, 0);
+    snprintf(what, sizeof what, "grandworker %s %d %d %s %s", path, INNER_TASKS, RUNS,
+             host_name(child_host), host_name(grand_host));
+    assert_int_equal(check(path, what), 0);
+    unlink(path);
+}
+
+static void a_thread_child_workers_thread_child_worker_records_its_runs_and_tasks(void **state) {
+    (void)state;
+    grandchild_worker(STRATA_HOST_THREAD, STRATA_HOST_THREAD);
+}
+
+static void a_process_child_workers_process_child_worker_records_its_runs_and_tasks(void **state) {
+    (void)state;
+    grandchild_worker(STRATA_HOST_PROCESS, STRATA_HOST_PROCESS);
+}
+
+static void a_thread_child_workers_process_child_worker_records_its_runs_and_tasks(void **state) {
+    (void)state;
+    grandchild_worker(STRATA_HOST_THREAD, STRATA_HOST_PROCESS);
+}
+
+static void a_process_child_workers_thread_child_worker_records_its_runs_and_tasks(void **state) {
+    (void)state;
+    grandchild_worker(STRATA_HOST_PROCESS, STRATA_HOST_THREAD);
+}
+
+/* A grandchild's failed task carries its message: the child Worker copies it
+ * into its own table with the record. */
+static void a_grandchild_workers_failed_task_keeps_its_message(void **state) {
+    (void)state;
+    char path[256], what[400];
+    tmp_path(path, sizeof path, "grandchild-error");
+    g_grand_fails = 1;
+    run_l4_l3_l2(path, STRATA_HOST_PROCESS, STRATA_HOST_PROCESS, 0);
+    g_grand_fails = 0;
+    snprintf(what, sizeof what, "granderror %s %d", path, RUNS);
+    assert_int_equal(check(path, what), 0);
+    unlink(path);
+}
+
+/* The grandchild's region is the child Worker's size: 8 events, fewer than
+ * its tasks'; its drops reach the file on its own orchestrator lane. */
+static void a_grandchild_workers_full_lane_reports_its_drops(void **state) {
+    (void)state;
+    char path[256], what[400];
+    tmp_path(path, sizeof path, "grandchild-drops");
+    run_l4_l3_l2(path, STRATA_HOST_PROCESS, STRATA_HOST_PROCESS, 8);
+    snprintf(what, sizeof what, "granddrops %s", path);
+    assert_int_equal(check(path, what), 0);
+    unlink(path);
+}
+
 static void a_process_child_workers_tasks_have_lanes_of_their_own_on_the_same_clock(void **state) {
     (void)state;
     char path[256], what[400];
@@ -286,6 +432,63 @@ static void a_scribbled_region_is_read_within_what_the_parent_mapped(void **stat
     strata_worker_destroy(w); /* unmaps what it mapped, whatever cap now says */
 }
 
+/* A name record as the child Worker writes it (core/trace_child.h): the
+ * payload's 64-bit words in ts, t[0..3], run. */
+static st_trace_event name_rec(unsigned origin, uint8_t what, uint32_t index, int32_t chunk,
+                               const void *bytes, size_t len) {
+    uint64_t p[ST_NM_BYTES / 8] = {0};
+    memcpy(p, bytes, len);
+    return (st_trace_event){.ts = p[0],
+                            .t = {p[1], p[2], p[3], p[4]},
+                            .run = p[5],
+                            .a = index,
+                            .worker = chunk,
+                            .kind = ST_TEV_FROM(ST_TEV_NAME, origin),
+                            .status = what};
+}
+
+/* A child Worker's child's names come through its lane, which its own child
+ * (a process) could have scribbled on before they were copied: every size is
+ * clamped, every index checked, every string terminated, other origins'
+ * entries ignored, and without a header there are no names at all. */
+static void scribbled_name_records_are_read_within_the_tables(void **state) {
+    (void)state;
+    int32_t head[5] = {2, 4242, 1 << 20, -5, 1 << 20};
+    int32_t other[5] = {9, 9, 1, 1, 1};
+    int32_t pids[ST_NM_PIDS];
+    for (int i = 0; i < ST_NM_PIDS; i++)
+        pids[i] = 7000 + i;
+    char xs[ST_NM_BYTES];
+    memset(xs, 'x', sizeof xs); /* no terminator in either chunk */
+    st_trace_event ev[] = {
+        name_rec(1, ST_NM_CALLABLE, 0, 0, xs, sizeof xs), /* before the header: ignored */
+        name_rec(1, ST_NM_HEAD, 0, 0, head, sizeof head),
+        name_rec(2, ST_NM_HEAD, 0, 0, other, sizeof other),
+        name_rec(1, ST_NM_SUB_PIDS, STRATA_MAX_SUB_WORKERS - 2, 0, pids, sizeof pids),
+        name_rec(1, ST_NM_CALLABLE, 1, 0, xs, sizeof xs),
+        name_rec(1, ST_NM_CALLABLE, 1, 1, xs, sizeof xs),
+        name_rec(1, ST_NM_CALLABLE, 2, 7, xs, sizeof xs),                /* no such chunk */
+        name_rec(1, ST_NM_CALLABLE, ST_MAX_CALLABLES, 0, xs, sizeof xs), /* past the table */
+        name_rec(1, ST_NM_NEXT_LABEL, 0, 0, xs, sizeof xs),              /* nnext clamped to 0 */
+    };
+    uint32_t n = (uint32_t)(sizeof ev / sizeof ev[0]);
+    st_trace_names *nm = malloc(sizeof *nm);
+    assert_non_null(nm);
+    assert_true(st_trace_names_decode(ev, n, 1, nm));
+    assert_int_equal(nm->pid, 4242);
+    assert_int_equal(nm->nsubs, STRATA_MAX_SUB_WORKERS);
+    assert_int_equal(nm->nnext, 0);
+    assert_int_equal(nm->ncallables, ST_MAX_CALLABLES);
+    assert_int_equal(nm->sub_pid[STRATA_MAX_SUB_WORKERS - 1], 7001);
+    assert_int_equal(strlen(nm->callable[0]), 0);
+    assert_int_equal(strlen(nm->callable[1]), ST_NM_STR - 1);
+    assert_int_equal(strlen(nm->callable[2]), 0);
+    assert_int_equal(strlen(nm->next_label[0]), 0);
+    assert_false(st_trace_names_decode(ev, n, 3, nm)); /* no header of origin 3 */
+    assert_false(st_trace_names_decode(ev + 3, n - 3, 1, nm));
+    free(nm);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(a_process_chip_records_its_native_phases_in_its_own_process),
@@ -294,7 +497,14 @@ int main(void) {
         cmocka_unit_test(a_process_child_workers_tasks_have_lanes_of_their_own_on_the_same_clock),
         cmocka_unit_test(a_thread_child_workers_tasks_have_lanes_of_their_own),
         cmocka_unit_test(a_child_workers_full_lane_reports_its_drops),
+        cmocka_unit_test(a_thread_child_workers_thread_child_worker_records_its_runs_and_tasks),
+        cmocka_unit_test(a_process_child_workers_process_child_worker_records_its_runs_and_tasks),
+        cmocka_unit_test(a_thread_child_workers_process_child_worker_records_its_runs_and_tasks),
+        cmocka_unit_test(a_process_child_workers_thread_child_worker_records_its_runs_and_tasks),
+        cmocka_unit_test(a_grandchild_workers_failed_task_keeps_its_message),
+        cmocka_unit_test(a_grandchild_workers_full_lane_reports_its_drops),
         cmocka_unit_test(a_scribbled_region_is_read_within_what_the_parent_mapped),
+        cmocka_unit_test(scribbled_name_records_are_read_within_the_tables),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
