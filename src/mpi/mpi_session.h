@@ -132,6 +132,9 @@ struct mpi_session {
     /* Bytes of kept copies per child (ST_MPI_CACHE_BYTES; a test seam,
      * st_mpi_test_set_cache_budget, lowers it between runs). */
     _Atomic uint64_t cache_budget;
+    /* Cache ids sent to drop per TASK frame (ST_MPI_DROPS_MAX; a test seam,
+     * st_mpi_test_set_drops_per_frame, lowers it between runs). */
+    _Atomic uint32_t drops_per_frame;
     /* Host tensors written by tasks that do not go to this session's
      * children (the dispatch observer appends them, under the engine lock),
      * taken by the progress thread before it places a task: the directory
