@@ -35,7 +35,9 @@ enum { S_FREE = 0, S_RECV, S_RUN, S_SEND };
 
 /* A copy this rank keeps for rank 0's directory (mpi_directory.h): named by
  * its cache id, used by tasks (users) and sent to other ranks (sends); freed
- * once dropped (unlisted) and neither. */
+ * once dropped (unlisted) and neither. It is unlisted by rank 0's drop, by a
+ * newer copy of the same id, or by a failed task that wrote it or whose
+ * bytes for it never all came (the DONE says so); never otherwise. */
 typedef struct cache_entry {
     uint64_t id;
     strata_buffer *b;
@@ -52,7 +54,7 @@ typedef struct serve_task {
     const st_callable_info *ci;
     strata_buffer *buf[STRATA_MAX_TENSORS]; /* the task's own copies of host tensors */
     cache_entry *ce[STRATA_MAX_TENSORS];    /* or a kept copy it reads or fills */
-    uint8_t keep[STRATA_MAX_TENSORS];       /* ce[i] was made (or is written) by this task */
+    uint8_t keep[STRATA_MAX_TENSORS];       /* ce[i] is written by this task: dropped if it fails */
     uint8_t fills[STRATA_MAX_TENSORS];      /* ce[i]'s bytes arrive with this task */
     int nreq;
     MPI_Request req[STRATA_MAX_TENSORS + 1];
@@ -502,7 +504,7 @@ static void place_tensor(server *sv, serve_task *t, uint32_t i, int slot, const 
                 ce->users = 1;
                 ce->filling = recv;
                 t->ce[i] = ce;
-                t->keep[i] = 1;
+                t->keep[i] = (dirs & ST_XFER_OUT) != 0; /* a read copy stays valid if it fails */
                 t->fills[i] = (uint8_t)recv;
             } else {
                 t->buf[i] = b;
@@ -559,8 +561,7 @@ static void settle_fill(serve_task *t) {
         }
 }
 
-/* The task is over: its own buffers freed, its copies released; a failed
- * task's kept copies go (rank 0's directory forgets them too). */
+/* The task is over: its own buffers freed, its copies released. */
 static void free_task(server *sv, serve_task *t) {
     settle_fill(t);
     for (int i = 0; i < STRATA_MAX_TENSORS; i++) {
@@ -572,16 +573,31 @@ static void free_task(server *sv, serve_task *t) {
         if (ce) {
             t->ce[i] = NULL;
             ce->users--;
-            if (t->keep[i] && t->status != STRATA_OK && ce->listed)
-                cache_unlist(sv, ce);
-            else
-                cache_maybe_free(sv, ce);
+            cache_maybe_free(sv, ce);
         }
         t->keep[i] = 0;
     }
     t->nreq = 0;
     t->ndrain = 0;
     t->state = S_FREE;
+}
+
+/* A failed task's kept copies that cannot be trusted go: those it writes
+ * (half-written, maybe) and those whose bytes never all came; the ones it
+ * only read are valid and stay. What went (bit i: tensor i) rides on the
+ * DONE, so that rank 0's record says the same (a copy already replaced or
+ * dropped is not this task's to report). */
+static uint64_t drop_untrusted_copies(server *sv, serve_task *t) {
+    _Static_assert(STRATA_MAX_TENSORS <= 64, "one bit per tensor in a DONE's arg0");
+    uint64_t gone = 0;
+    for (int i = 0; i < STRATA_MAX_TENSORS; i++) {
+        cache_entry *ce = t->ce[i];
+        if (ce && ce->listed && (t->keep[i] || ce->failed)) {
+            cache_unlist(sv, ce); /* freed when the task lets it go */
+            gone |= 1ull << i;
+        }
+    }
+    return gone;
 }
 
 static void send_done(server *sv, serve_task *t, int slot) {
@@ -591,6 +607,8 @@ static void send_done(server *sv, serve_task *t, int slot) {
     h.seq = t->seq;
     h.slot = (uint32_t)slot;
     h.status = t->status;
+    if (t->status != STRATA_OK)
+        h.arg0 = drop_untrusted_copies(sv, t);
     size_t n = t->status == STRATA_OK ? 0 : strnlen(t->msg, STRATA_ERRMSG_MAX - 1);
     h.body_bytes = (uint32_t)n;
     st_mpi_hdr_put(t->frame, &h);
