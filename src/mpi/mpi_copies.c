@@ -201,8 +201,10 @@ int st_mpi_place_tensor(mpi_ep *ep, mpi_task *t, int slot, uint32_t i, mpi_ep **
     pl->id = e->id;
     e->last_use = ++s->use_clock;
     if (!(dirs & ST_XFER_IN)) { /* OUT: the result is the copy (the directory learns at the end) */
-        if (make_room(s, ep, t, i, e->id, e->bytes))
+        if (make_room(s, ep, t, i, e->id, e->bytes)) {
             pl->kind = ST_PLACE_NONE | ST_PLACE_KEEP;
+            cancel_drop(ep, e->id); /* this frame makes the new copy: see hold() */
+        }
         return MPI_SUCCESS;
     }
     uint64_t run = t->d.run_id + 1;
@@ -325,16 +327,17 @@ void st_mpi_settle_copies(mpi_ep *ep, mpi_task *t, int ok) {
         if (!dirs || a->tags[i] == STRATA_NO_DEP)
             continue;
         st_dir_entry *e = st_dir_find(&s->dir, x);
-        int kept = (pl->kind & ST_PLACE_KEEP) != 0;
-        if (!ok) {
-            /* the child's word (its DONE): it dropped the copies the task wrote
-             * and those whose bytes never all came; the ones it read it keeps */
-            if ((t->dropped >> i & 1) && e && e->id == pl->id && st_dir_holds(e, ep->index)) {
-                st_dir_set(e, ep->index, 0);
-                ep->cache_bytes = ep->cache_bytes > e->bytes ? ep->cache_bytes - e->bytes : 0;
-            }
-            continue;
+        /* the child's word (its DONE): the copies it does not keep. When the
+         * task failed: those it wrote and those whose bytes never all came;
+         * the ones it only read it keeps, valid */
+        int lost = (t->dropped >> i & 1) != 0;
+        int kept = (pl->kind & ST_PLACE_KEEP) && !lost;
+        if (lost && e && e->id == pl->id && st_dir_holds(e, ep->index)) {
+            st_dir_set(e, ep->index, 0);
+            ep->cache_bytes = ep->cache_bytes > e->bytes ? ep->cache_bytes - e->bytes : 0;
         }
+        if (!ok)
+            continue;
         if (!(dirs & ST_XFER_OUT))
             continue;
         for (st_dir_entry *o = st_dir_first_of(&s->dir, x), *next; o; o = next) {

@@ -486,7 +486,7 @@ static void task_done(done_list *dl, mpi_ep *ep, const st_mpi_hdr *h, const uint
         memcpy(msg, body, n);
         msg[n] = '\0';
         t->done_status = status; /* nothing comes back; done once the sends are */
-        t->dropped = h->arg0;    /* its kept copies the child dropped (mpi_frame.h) */
+        t->dropped = h->arg0;    /* the copies the child does not keep (mpi_frame.h) */
         st_msg_format(t->done_msg, sizeof t->done_msg, "%s", msg);
         atomic_store(&t->state, T_RECV);
         return;
@@ -518,7 +518,7 @@ static void task_done(done_list *dl, mpi_ep *ep, const st_mpi_hdr *h, const uint
     }
     t->done_status = STRATA_OK;
     t->done_msg[0] = '\0';
-    t->dropped = 0;
+    t->dropped = h->arg0;
     atomic_store(&t->state, T_RECV);
 }
 

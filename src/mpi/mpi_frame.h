@@ -11,10 +11,11 @@
  *                         (mpi_xfer.h), and one from the holder rank per tensor
  *                         placed PEER (that rank got a SEND_TO first)
  *   DONE     child -> 0   seq, slot: the task's; status; body: the error text;
- *                         then one data message per OUT host tensor; arg0 of
- *                         a failed task: the tensors (bit i: tensor i) whose
- *                         kept copy the child dropped (those it wrote, those
- *                         whose bytes never all came): it keeps the others
+ *                         then one data message per OUT host tensor; arg0:
+ *                         the tensors (bit i: tensor i) whose copy the child
+ *                         does not keep (it could not make it, or the one
+ *                         named was unusable; for a failed task also those
+ *                         it wrote and those whose bytes never all came)
  *   CTRL     0 -> child   seq: control id, slot: ST_MPI_CTRL_*, arg0/arg1 below
  *   REPLY    child -> 0   seq: the control's id; status; arg0: result; body: error text
  *   PING / PONG           seq echoed (the heartbeat)

@@ -54,7 +54,7 @@ typedef struct mpi_task {
                                                     receives */
     int finished;     /* progress thread: in the pass's done list (pushed, then FREE) */
     uint64_t verify;  /* tensors placed PEER | ST_PLACE_VERIFY (bit i: tensor i) */
-    uint64_t dropped; /* a failed task: the tensors whose kept copy the child dropped (DONE) */
+    uint64_t dropped; /* tensors placed KEEP whose copy the child does not keep (DONE arg0) */
     uint8_t verdict[ST_MPI_HDR_BYTES];
     st_mpi_place place[STRATA_MAX_TENSORS]; /* where each tensor's bytes come from */
     uint8_t sendto[STRATA_MAX_TENSORS][ST_MPI_HDR_BYTES];
@@ -174,8 +174,8 @@ int st_mpi_verify_copies(mpi_ep *ep, mpi_task *t, int slot);
 
 /* After task t on ep ended (ok: it succeeded and its OUT bytes are in the
  * host's buffer): copies its writes made stale go, its own kept copies are
- * valid; when it failed, the copies the child says it dropped
- * (t->dropped) are forgotten and the rest stay. Entries of its views that
+ * valid (or, when it failed, those it only read), except the ones the
+ * child says it does not keep (t->dropped), which are forgotten. Entries of its views that
  * no child holds any more go (mpi_copies.c). */
 void st_mpi_settle_copies(mpi_ep *ep, mpi_task *t, int ok);
 
