@@ -9,12 +9,16 @@
  * makes a copy valid at its first use in a run (the program may have written
  * the host bytes between runs); after a task, the copies its writes made
  * stale (dropped at their holders, the drop sent with each holder's next
- * task) and the writer's own copy; the writes of tasks that go to no MPI
- * child (recorded at their dispatch, applied before the next placement).
+ * task, taken back if that holder keeps the id again first) and the
+ * writer's own copy; after a failed task, the copies its rank says it
+ * dropped (DONE arg0); the end of an entry no child holds and no task in
+ * flight places; the writes of tasks that go to no MPI child (recorded at
+ * their dispatch, applied before the next placement).
  * Must never: be called by any thread but the session's progress thread
  * (under st_mpi_lock; the dispatch observer aside, which only appends to
- * the session's write record), or leave a holder recorded for a copy the
- * child does not keep.
+ * the session's write record), leave a holder recorded for a copy the
+ * child does not keep, let a drop reach a rank after that rank was told to
+ * keep the same id again, or reuse a cache id.
  */
 #include <string.h>
 
@@ -26,17 +30,66 @@
 #include "util/digest.h"
 #include "util/growable.h"
 
-/* Queue a drop of copy `id` for ep (sent with its next task). */
-static void queue_drop(mpi_ep *ep, uint64_t id, uint64_t bytes) {
-    ep->cache_bytes = ep->cache_bytes > bytes ? ep->cache_bytes - bytes : 0;
+/* Queue a drop of copy `id` for ep (sent with its next task); its holder bit
+ * is clear already. 0: no memory for the list: the child keeps the copy
+ * until that id is kept there again (which replaces it) or until close; the
+ * record says it does not hold it, so it is never read (memory, never a
+ * wrong read), but the child's bytes exceed what cache_bytes counts. */
+static int queue_drop(mpi_ep *ep, uint64_t id, uint64_t bytes) {
     if (ep->ndrops == ep->capdrops) {
         uint64_t *nd =
             st_grow(ep->drops, &ep->capdrops, ep->ndrops + 1, sizeof *nd, 32, NULL, "drop list");
-        if (!nd)
-            return; /* the copy stays until close: memory, never a wrong read (digests) */
+        if (!nd) {
+            ep->cache_bytes = ep->cache_bytes > bytes ? ep->cache_bytes - bytes : 0;
+            return 0;
+        }
         ep->drops = nd;
     }
+    ep->cache_bytes = ep->cache_bytes > bytes ? ep->cache_bytes - bytes : 0;
     ep->drops[ep->ndrops++] = id;
+    return 1;
+}
+
+/* A drop of `id` still queued for ep is taken back: ep holds that id again
+ * (its new copy is made by a frame sent before any later one), and a drop
+ * sent after that frame would delete the new copy. Drops wait in the queue
+ * when a frame cannot carry them all (ST_MPI_DROPS_MAX). */
+static void cancel_drop(mpi_ep *ep, uint64_t id) {
+    for (uint32_t k = 0; k < ep->ndrops;)
+        if (ep->drops[k] == id)
+            ep->drops[k] = ep->drops[--ep->ndrops];
+        else
+            k++;
+}
+
+/* Whether a task in flight (sent, not settled yet) places copy id: on ep
+ * only, or on any child of s when ep is NULL; `except` (a task being
+ * settled) aside. A task finished without a settle (its child dead) is
+ * not in flight. */
+static int in_flight(const mpi_session *s, const mpi_ep *ep, uint64_t id, const mpi_task *except) {
+    for (int c = 0; c < s->n; c++) {
+        const mpi_ep *on = s->eps[c];
+        if (ep && on != ep)
+            continue;
+        for (int k = 0; k < ST_MPI_SLOTS; k++) {
+            const mpi_task *t = &on->task[k];
+            int state = atomic_load(&t->state);
+            if (t == except || t->finished || (state != T_SENT && state != T_RECV))
+                continue;
+            for (uint32_t i = 0; i < t->d.args->ntensors; i++)
+                if (t->place[i].id == id)
+                    return 1;
+        }
+    }
+    return 0;
+}
+
+/* e goes from the directory when no child holds a copy of it and no task in
+ * flight places it (its settle looks it up; `except` is the one settling):
+ * the directory then holds what the children keep, not every view it saw. */
+static void forget_if_unheld(mpi_session *s, st_dir_entry *e, const mpi_task *except) {
+    if (st_dir_empty(e) && !in_flight(s, NULL, e->id, except))
+        st_dir_remove(&s->dir, e);
 }
 
 /* Every holder of e but `keep` (a child index, or -1) drops its copy. */
@@ -49,8 +102,6 @@ static void drop_holders(mpi_session *s, st_dir_entry *e, int keep) {
         }
 }
 
-/* Room for `bytes` more copies on ep: its oldest copies (lowest id) go first.
- * 0 if the copy does not fit at all. */
 /* Whether copy `id` is one the task being placed already uses (its tensors
  * 0 .. i-1, or the one being placed now, `self`): eviction must leave those,
  * or the child would drop, before this task's placements, a copy the same
@@ -65,7 +116,10 @@ static int placed_by_task(const mpi_task *t, uint32_t i, uint64_t self, uint64_t
 }
 
 /* Room for `bytes` more on ep's rank: drop its least recently used copies
- * that the task being placed does not use. 0: it does not fit. */
+ * that neither the task being placed nor a task in flight there uses (the
+ * record of a copy in use must stand until that task is settled: its settle
+ * keeps it, or a later frame for the same id would race the drop). 0: it
+ * does not fit. */
 static int make_room(mpi_session *s, mpi_ep *ep, const mpi_task *t, uint32_t i, uint64_t self,
                      uint64_t bytes) {
     uint64_t budget = atomic_load_explicit(&s->cache_budget, memory_order_relaxed);
@@ -76,17 +130,23 @@ static int make_room(mpi_session *s, mpi_ep *ep, const mpi_task *t, uint32_t i, 
         st_dir_entry *e;
         for (uint32_t k = 0; (e = st_dir_at(&s->dir, k)) != NULL; k++)
             if (st_dir_holds(e, ep->index) && (!old || e->last_use < old->last_use) &&
-                !placed_by_task(t, i, self, e->id))
+                !placed_by_task(t, i, self, e->id) && !in_flight(s, ep, e->id, NULL))
                 old = e;
         if (!old)
             return 0;
         st_dir_set(old, ep->index, 0);
-        queue_drop(ep, old->id, old->bytes);
+        if (!queue_drop(ep, old->id, old->bytes)) { /* it stays there, and in the record */
+            st_dir_set(old, ep->index, 1);
+            ep->cache_bytes += old->bytes;
+            return 0;
+        }
+        forget_if_unheld(s, old, NULL);
     }
     return 1;
 }
 
 static void hold(mpi_ep *ep, st_dir_entry *e) {
+    cancel_drop(ep, e->id);
     st_dir_set(e, ep->index, 1);
     ep->cache_bytes += e->bytes;
 }
@@ -141,8 +201,10 @@ int st_mpi_place_tensor(mpi_ep *ep, mpi_task *t, int slot, uint32_t i, mpi_ep **
     pl->id = e->id;
     e->last_use = ++s->use_clock;
     if (!(dirs & ST_XFER_IN)) { /* OUT: the result is the copy (the directory learns at the end) */
-        if (make_room(s, ep, t, i, e->id, e->bytes))
+        if (make_room(s, ep, t, i, e->id, e->bytes)) {
             pl->kind = ST_PLACE_NONE | ST_PLACE_KEEP;
+            cancel_drop(ep, e->id); /* this frame makes the new copy: see hold() */
+        }
         return MPI_SUCCESS;
     }
     uint64_t run = t->d.run_id + 1;
@@ -265,14 +327,17 @@ void st_mpi_settle_copies(mpi_ep *ep, mpi_task *t, int ok) {
         if (!dirs || a->tags[i] == STRATA_NO_DEP)
             continue;
         st_dir_entry *e = st_dir_find(&s->dir, x);
-        int kept = (pl->kind & ST_PLACE_KEEP) != 0;
-        if (!ok) {
-            if (kept && e && e->id == pl->id && st_dir_holds(e, ep->index)) {
-                st_dir_set(e, ep->index, 0);
-                ep->cache_bytes = ep->cache_bytes > e->bytes ? ep->cache_bytes - e->bytes : 0;
-            }
-            continue;
+        /* the child's word (its DONE): the copies it does not keep. When the
+         * task failed: those it wrote and those whose bytes never all came;
+         * the ones it only read it keeps, valid */
+        int lost = (t->dropped >> i & 1) != 0;
+        int kept = (pl->kind & ST_PLACE_KEEP) && !lost;
+        if (lost && e && e->id == pl->id && st_dir_holds(e, ep->index)) {
+            st_dir_set(e, ep->index, 0);
+            ep->cache_bytes = ep->cache_bytes > e->bytes ? ep->cache_bytes - e->bytes : 0;
         }
+        if (!ok)
+            continue;
         if (!(dirs & ST_XFER_OUT))
             continue;
         for (st_dir_entry *o = st_dir_first_of(&s->dir, x), *next; o; o = next) {
@@ -301,6 +366,11 @@ void st_mpi_settle_copies(mpi_ep *ep, mpi_task *t, int ok) {
             st_dir_set(e, ep->index, 0);
             queue_drop(ep, e->id, e->bytes);
         }
+    }
+    for (uint32_t i = 0; i < a->ntensors; i++) { /* after the loop: a view may come twice */
+        st_dir_entry *e = st_dir_find(&s->dir, &a->tensors[i]);
+        if (e && e->id == t->place[i].id)
+            forget_if_unheld(s, e, t);
     }
 }
 

@@ -10,7 +10,9 @@
  * at its first use in each run (the program may write host buffers between
  * runs); within a run, the writes of tasks that do not go to an MPI child
  * (sub tasks of the L4, other next-level children) drop the entries they
- * overlap (mpi_copies.c), so a stale copy is never read.
+ * overlap (mpi_copies.c), so a stale copy is never read. An entry lives
+ * while a child holds its copy or a task in flight places it (mpi_copies.c
+ * removes it then), so the directory is bounded by the children's budgets.
  * Must never: be touched by any thread but the session's progress thread.
  */
 #ifndef STRATA_MPI_MPI_DIRECTORY_H

@@ -127,6 +127,7 @@ static int make_session(strata_worker *parent, mpi_session **out) {
     pthread_mutex_init(&s->writes_mu, NULL);
     st_dir_init(&s->dir);
     atomic_init(&s->cache_budget, ST_MPI_CACHE_BYTES);
+    atomic_init(&s->drops_per_frame, ST_MPI_DROPS_MAX);
     *out = s;
     return STRATA_OK;
 }
@@ -410,7 +411,8 @@ static void send_task(done_list *dl, mpi_ep *ep, int slot) {
     at += used;
     for (uint32_t i = 0; i < a->ntensors; i++, at += 16)
         st_mpi_place_put(body + at, &t->place[i]);
-    uint32_t ndrop = ep->ndrops < ST_MPI_DROPS_MAX ? ep->ndrops : ST_MPI_DROPS_MAX;
+    uint32_t most = atomic_load_explicit(&ep->s->drops_per_frame, memory_order_relaxed);
+    uint32_t ndrop = ep->ndrops < most ? ep->ndrops : most;
     for (uint32_t k = 0; k < ndrop; k++, at += 8)
         st_mpi_put64(body + at, ep->drops[ep->ndrops - 1 - k]);
     ep->ndrops -= ndrop;
@@ -484,6 +486,7 @@ static void task_done(done_list *dl, mpi_ep *ep, const st_mpi_hdr *h, const uint
         memcpy(msg, body, n);
         msg[n] = '\0';
         t->done_status = status; /* nothing comes back; done once the sends are */
+        t->dropped = h->arg0;    /* the copies the child does not keep (mpi_frame.h) */
         st_msg_format(t->done_msg, sizeof t->done_msg, "%s", msg);
         atomic_store(&t->state, T_RECV);
         return;
@@ -515,6 +518,7 @@ static void task_done(done_list *dl, mpi_ep *ep, const st_mpi_hdr *h, const uint
     }
     t->done_status = STRATA_OK;
     t->done_msg[0] = '\0';
+    t->dropped = h->arg0;
     atomic_store(&t->state, T_RECV);
 }
 
@@ -1222,6 +1226,28 @@ int st_mpi_test_set_cache_budget(strata_worker *w, int worker_id, uint64_t bytes
                        worker_id);
     atomic_store_explicit(&ep->s->cache_budget, bytes ? bytes : ST_MPI_CACHE_BYTES,
                           memory_order_relaxed);
+    return STRATA_OK;
+}
+
+int st_mpi_test_set_drops_per_frame(strata_worker *w, int worker_id, uint32_t n) {
+    mpi_ep *ep = st_mpi_ep_of(st_worker_next_endpoint(w, worker_id));
+    if (!ep || n > ST_MPI_DROPS_MAX)
+        return st_fail(STRATA_EINVAL,
+                       "st_mpi_test_set_drops_per_frame: worker %d is not an MPI child, or %u "
+                       "is over %u",
+                       worker_id, n, ST_MPI_DROPS_MAX);
+    atomic_store_explicit(&ep->s->drops_per_frame, n ? n : ST_MPI_DROPS_MAX, memory_order_relaxed);
+    return STRATA_OK;
+}
+
+int st_mpi_test_dir_entries(strata_worker *w, int worker_id, uint32_t *out) {
+    mpi_ep *ep = st_mpi_ep_of(st_worker_next_endpoint(w, worker_id));
+    if (!ep || !out)
+        return st_fail(STRATA_EINVAL, "st_mpi_test_dir_entries: worker %d is not an MPI child",
+                       worker_id);
+    st_mpi_lock(); /* the progress thread changes the directory under it only */
+    *out = ep->s->dir.n;
+    st_mpi_unlock();
     return STRATA_OK;
 }
 

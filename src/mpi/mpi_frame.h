@@ -11,7 +11,11 @@
  *                         (mpi_xfer.h), and one from the holder rank per tensor
  *                         placed PEER (that rank got a SEND_TO first)
  *   DONE     child -> 0   seq, slot: the task's; status; body: the error text;
- *                         then one data message per OUT host tensor
+ *                         then one data message per OUT host tensor; arg0:
+ *                         the tensors (bit i: tensor i) whose copy the child
+ *                         does not keep (it could not make it, or the one
+ *                         named was unusable; for a failed task also those
+ *                         it wrote and those whose bytes never all came)
  *   CTRL     0 -> child   seq: control id, slot: ST_MPI_CTRL_*, arg0/arg1 below
  *   REPLY    child -> 0   seq: the control's id; status; arg0: result; body: error text
  *   PING / PONG           seq echoed (the heartbeat)
@@ -37,7 +41,9 @@
 #define ST_MPI_VERSION 1u
 #define ST_MPI_HDR_BYTES 48u
 #define ST_MPI_CTRL_BODY_MAX 768u /* a REGISTER control's body, the largest */
-#define ST_MPI_DROPS_MAX 128u /* cache ids dropped per TASK frame (the rest wait for the next) */
+/* Cache ids dropped per TASK frame; the rest wait for a later frame, and
+ * rank 0 takes a waiting drop back when the id is kept there again. */
+#define ST_MPI_DROPS_MAX 128u
 #define ST_MPI_BODY_MAX (16u + 8u + 16384u + 64u * 16u + ST_MPI_DROPS_MAX * 8u)
 
 /* Tags of the library's communicator. */

@@ -35,7 +35,10 @@ enum { S_FREE = 0, S_RECV, S_RUN, S_SEND };
 
 /* A copy this rank keeps for rank 0's directory (mpi_directory.h): named by
  * its cache id, used by tasks (users) and sent to other ranks (sends); freed
- * once dropped (unlisted) and neither. */
+ * once dropped (unlisted) and neither. It is unlisted by rank 0's drop, by a
+ * task told to make a new copy under its id, or, each time saying so in the
+ * task's DONE, by a task that finds it unusable, or that fails after writing
+ * it or before its bytes all came; never otherwise. */
 typedef struct cache_entry {
     uint64_t id;
     strata_buffer *b;
@@ -52,8 +55,9 @@ typedef struct serve_task {
     const st_callable_info *ci;
     strata_buffer *buf[STRATA_MAX_TENSORS]; /* the task's own copies of host tensors */
     cache_entry *ce[STRATA_MAX_TENSORS];    /* or a kept copy it reads or fills */
-    uint8_t keep[STRATA_MAX_TENSORS];       /* ce[i] was made (or is written) by this task */
+    uint8_t keep[STRATA_MAX_TENSORS];       /* ce[i] is written by this task: dropped if it fails */
     uint8_t fills[STRATA_MAX_TENSORS];      /* ce[i]'s bytes arrive with this task */
+    uint64_t unkept; /* tensors placed KEEP that this rank keeps no copy of (its DONE says so) */
     int nreq;
     MPI_Request req[STRATA_MAX_TENSORS + 1];
     int req_peer[STRATA_MAX_TENSORS + 1]; /* bytes a PEER receive must bring (0: not one) */
@@ -484,6 +488,9 @@ static void place_tensor(server *sv, serve_task *t, uint32_t i, int slot, const 
                 sv->traffic.cache_hits++;
                 return;
             }
+            if (ce) /* unusable under that name: it goes, and rank 0 hears so */
+                cache_unlist(sv, ce);
+            t->unkept |= 1ull << i;
             snprintf(detail, sizeof detail, "tensor %u: copy %llu", i, (unsigned long long)pl->id);
             task_fail(t, STRATA_EENDPOINT, "rank 0 named a kept %s this rank does not hold",
                       detail);
@@ -492,6 +499,13 @@ static void place_tensor(server *sv, serve_task *t, uint32_t i, int slot, const 
         int src = kind == ST_PLACE_PEER ? pl->src : 0;
         int recv = (dirs & ST_XFER_IN) && (kind == ST_PLACE_ROOT || kind == ST_PLACE_PEER);
         strata_buffer *b = NULL;
+        if (keep) { /* a new copy under this id: an older one goes first, whatever happens
+                     * next (rank 0 may have taken back its drop, mpi_copies.c) */
+            cache_entry *old = cache_find(sv, pl->id);
+            if (old)
+                cache_unlist(sv, old);
+            t->unkept |= 1ull << i; /* until the copy is made below */
+        }
         if (t->status == STRATA_OK && n <= (uint64_t)INT32_MAX &&
             pool_take(sv, n ? n : 1, &b) == STRATA_OK &&
             strata_tensor_contiguous(b, (strata_dtype)x->dtype, x->rank, x->shape, &v) ==
@@ -502,7 +516,8 @@ static void place_tensor(server *sv, serve_task *t, uint32_t i, int slot, const 
                 ce->users = 1;
                 ce->filling = recv;
                 t->ce[i] = ce;
-                t->keep[i] = 1;
+                t->keep[i] = (dirs & ST_XFER_OUT) != 0; /* a read copy stays valid if it fails */
+                t->unkept &= ~(1ull << i);
                 t->fills[i] = (uint8_t)recv;
             } else {
                 t->buf[i] = b;
@@ -559,8 +574,7 @@ static void settle_fill(serve_task *t) {
         }
 }
 
-/* The task is over: its own buffers freed, its copies released; a failed
- * task's kept copies go (rank 0's directory forgets them too). */
+/* The task is over: its own buffers freed, its copies released. */
 static void free_task(server *sv, serve_task *t) {
     settle_fill(t);
     for (int i = 0; i < STRATA_MAX_TENSORS; i++) {
@@ -572,16 +586,29 @@ static void free_task(server *sv, serve_task *t) {
         if (ce) {
             t->ce[i] = NULL;
             ce->users--;
-            if (t->keep[i] && t->status != STRATA_OK && ce->listed)
-                cache_unlist(sv, ce);
-            else
-                cache_maybe_free(sv, ce);
+            cache_maybe_free(sv, ce);
         }
         t->keep[i] = 0;
     }
     t->nreq = 0;
     t->ndrain = 0;
     t->state = S_FREE;
+}
+
+/* A failed task's kept copies that cannot be trusted go: those it writes
+ * (half-written, maybe) and those whose bytes never all came; the ones it
+ * only read are valid and stay. The tensors whose copy went (bit i: tensor
+ * i); a copy already replaced or dropped is not this task's to report. */
+static uint64_t drop_untrusted_copies(server *sv, serve_task *t) {
+    uint64_t gone = 0;
+    for (int i = 0; i < STRATA_MAX_TENSORS; i++) {
+        cache_entry *ce = t->ce[i];
+        if (ce && ce->listed && (t->keep[i] || ce->failed)) {
+            cache_unlist(sv, ce); /* freed when the task lets it go */
+            gone |= 1ull << i;
+        }
+    }
+    return gone;
 }
 
 static void send_done(server *sv, serve_task *t, int slot) {
@@ -591,6 +618,9 @@ static void send_done(server *sv, serve_task *t, int slot) {
     h.seq = t->seq;
     h.slot = (uint32_t)slot;
     h.status = t->status;
+    /* what rank 0's record must forget: the copies this rank does not keep */
+    _Static_assert(STRATA_MAX_TENSORS <= 64, "one bit per tensor in a DONE's arg0");
+    h.arg0 = t->unkept | (t->status != STRATA_OK ? drop_untrusted_copies(sv, t) : 0);
     size_t n = t->status == STRATA_OK ? 0 : strnlen(t->msg, STRATA_ERRMSG_MAX - 1);
     h.body_bytes = (uint32_t)n;
     st_mpi_hdr_put(t->frame, &h);
@@ -634,6 +664,7 @@ static void take_task(server *sv, const st_mpi_hdr *h, const uint8_t *body) {
     t->nreq = t->ndrain = 0;
     t->verify = t->stale = 0;
     t->verdict_in = 0;
+    t->unkept = 0;
     char who[96];
     snprintf(who, sizeof who, "L4 child %s", sv->ep->base.label);
     /* digest, u32 args_bytes, u32 ndrop, args, placements, drops (mpi_frame.h) */

@@ -52,8 +52,9 @@ typedef struct mpi_task {
     MPI_Request req[3 * STRATA_MAX_TENSORS + 2]; /* frame, IN sends (or a stale copy's
                                                     bytes again), SEND_TOs, the VERDICT, OUT
                                                     receives */
-    int finished;    /* progress thread: in the pass's done list (pushed, then FREE) */
-    uint64_t verify; /* tensors placed PEER | ST_PLACE_VERIFY (bit i: tensor i) */
+    int finished;     /* progress thread: in the pass's done list (pushed, then FREE) */
+    uint64_t verify;  /* tensors placed PEER | ST_PLACE_VERIFY (bit i: tensor i) */
+    uint64_t dropped; /* tensors placed KEEP whose copy the child does not keep (DONE arg0) */
     uint8_t verdict[ST_MPI_HDR_BYTES];
     st_mpi_place place[STRATA_MAX_TENSORS]; /* where each tensor's bytes come from */
     uint8_t sendto[STRATA_MAX_TENSORS][ST_MPI_HDR_BYTES];
@@ -132,6 +133,9 @@ struct mpi_session {
     /* Bytes of kept copies per child (ST_MPI_CACHE_BYTES; a test seam,
      * st_mpi_test_set_cache_budget, lowers it between runs). */
     _Atomic uint64_t cache_budget;
+    /* Cache ids sent to drop per TASK frame (ST_MPI_DROPS_MAX; a test seam,
+     * st_mpi_test_set_drops_per_frame, lowers it between runs). */
+    _Atomic uint32_t drops_per_frame;
     /* Host tensors written by tasks that do not go to this session's
      * children (the dispatch observer appends them, under the engine lock),
      * taken by the progress thread before it places a task: the directory
@@ -170,7 +174,9 @@ int st_mpi_verify_copies(mpi_ep *ep, mpi_task *t, int slot);
 
 /* After task t on ep ended (ok: it succeeded and its OUT bytes are in the
  * host's buffer): copies its writes made stale go, its own kept copies are
- * valid, or forgotten when it failed (the child dropped them itself). */
+ * valid (or, when it failed, those it only read), except the ones the
+ * child says it does not keep (t->dropped), which are forgotten. Entries of its views that
+ * no child holds any more go (mpi_copies.c). */
 void st_mpi_settle_copies(mpi_ep *ep, mpi_task *t, int ok);
 
 /* A non-root rank: serve as the child whose config has this rank (or as no

@@ -79,6 +79,16 @@ int st_mpi_test_set_cache_budget(strata_worker *w, int worker_id, uint64_t bytes
     return st_fail(STRATA_ESTATE, "st_mpi_test_set_cache_budget: " ST_NO_MPI);
 }
 
+int st_mpi_test_set_drops_per_frame(strata_worker *w, int worker_id, uint32_t n) {
+    (void)w, (void)worker_id, (void)n;
+    return st_fail(STRATA_ESTATE, "st_mpi_test_set_drops_per_frame: " ST_NO_MPI);
+}
+
+int st_mpi_test_dir_entries(strata_worker *w, int worker_id, uint32_t *out) {
+    (void)w, (void)worker_id, (void)out;
+    return st_fail(STRATA_ESTATE, "st_mpi_test_dir_entries: " ST_NO_MPI);
+}
+
 int st_mpi_child_traffic(strata_worker *w, int worker_id, st_mpi_traffic *out) {
     (void)w, (void)worker_id, (void)out;
     return st_fail(STRATA_ESTATE, "st_mpi_child_traffic: " ST_NO_MPI);

@@ -45,5 +45,12 @@ int st_mpi_child_traffic(strata_worker *w, int worker_id, st_mpi_traffic *out);
 /* Test seam: the bytes of kept copies each MPI child of w's session may hold
  * (0: the default, ST_MPI_CACHE_BYTES). Between runs only. */
 int st_mpi_test_set_cache_budget(strata_worker *w, int worker_id, uint64_t bytes);
+/* Test seam: the cache ids rank 0 sends to drop per TASK frame of each MPI
+ * child of w's session (0: the default, ST_MPI_DROPS_MAX; more is refused).
+ * Between runs only. */
+int st_mpi_test_set_drops_per_frame(strata_worker *w, int worker_id, uint32_t n);
+/* Test seam: the entries of the copy directory of worker_id's session (rank
+ * 0's record of the copies its children keep). Between runs only. */
+int st_mpi_test_dir_entries(strata_worker *w, int worker_id, uint32_t *out);
 
 #endif
