@@ -4,8 +4,8 @@
  * its L4), the endpoint operations the engine calls, the progress thread
  * that makes every MPI call of the session once init is done (task frames
  * and their IN data out, DONE frames and OUT data in, completions, control
- * calls, the heartbeat, the word to the readers waiting for the copies of
- * a child declared dead, the shutdown at close), the bounded start-up
+ * calls, the heartbeat, the word to a child declared dead and to the
+ * readers waiting for its copies, the shutdown at close), the bounded start-up
  * handshake, and the remote memory calls (mpi/remote_child.h); where each
  * tensor's bytes come from is mpi_copies.c's.
  * Must never: make an MPI call under the engine lock (dispatch only queues
@@ -300,6 +300,30 @@ static void push_done(done_list *dl) {
     dl->n = 0;
 }
 
+/* Tell ep's rank it was declared dead (best effort: a dead rank never reads
+ * it, a live one leaves at once instead of after four silent bounds). Test
+ * seam STRATA_TEST_MPI_SILENT_DEATH=1 in rank 0's environment (never set in
+ * use): not sent, as when the link to that rank is broken. */
+static void say_declared_dead(mpi_ep *ep) {
+    static int silent = -1; /* progress thread only */
+    if (silent < 0) {
+        const char *e = getenv("STRATA_TEST_MPI_SILENT_DEATH");
+        silent = e && atoi(e) == 1;
+    }
+    if (silent)
+        return;
+    st_mpi_hdr h;
+    st_mpi_hdr_init(&h, ST_MPI_DECLARED_DEAD, ep->base.worker_id);
+    size_t n = strnlen(ep->dead_msg, sizeof ep->dead_msg - 1);
+    h.body_bytes = (uint32_t)n;
+    st_mpi_hdr_put(ep->dead_frame, &h);
+    memcpy(ep->dead_frame + ST_MPI_HDR_BYTES, ep->dead_msg, n);
+    MPI_Request r;
+    if (MPI_Isend(ep->dead_frame, (int)(ST_MPI_HDR_BYTES + n), MPI_BYTE, ep->rank, ST_MPI_TAG_FRAME,
+                  st_mpi_comm(), &r) == MPI_SUCCESS)
+        MPI_Request_free(&r); /* dead_frame is written once and lives as long as ep */
+}
+
 static void mpi_failed(done_list *dl, mpi_ep *ep, const char *call, int rc);
 
 /* Task t on reader ep had tensors placed PEER from holders now declared
@@ -379,6 +403,7 @@ static void declare_dead(done_list *dl, mpi_ep *ep, const char *why) {
         c->has_req = 0;
         st_event_set(&c->state, 3);
     }
+    say_declared_dead(ep);
     tell_readers(dl, ep);
 }
 

@@ -7,7 +7,10 @@
  * per task, started without waiting for it, DONE and the OUT data when it
  * ends), control calls (remote memory: malloc, free, copy_to, copy_from),
  * the heartbeat's PONG, a PEER_GONE (a copy's holder was declared dead: stop
- * waiting for its bytes), and SHUTDOWN (tear down, BYE, finalise MPI, exit).
+ * waiting for its bytes), DECLARED_DEAD (rank 0 gave up on this rank: leave,
+ * status 0), SHUTDOWN (tear down, BYE, finalise MPI, exit), and the silence
+ * bound (rank 0 heard from for the last time, or never after the HELLO:
+ * leave, status 1).
  * Must never: wait for a run (runs are polled, so frames are answered while
  * one goes on), block in an MPI call (every wait is a backed-off test),
  * trust a frame (header, arguments, addresses of remote memory are checked),
@@ -99,6 +102,7 @@ typedef struct server {
     uint8_t *in; /* the frame being read */
     uint8_t out[ST_MPI_HDR_BYTES + STRATA_ERRMSG_MAX];
     uint64_t last_heard_ns; /* 0: rank 0 not heard yet */
+    uint64_t first_by_ns;   /* its first frame is due by then (0: no bound: no child) */
     uint8_t sink;
 } server;
 
@@ -875,6 +879,20 @@ static int read_frame(server *sv, st_mpi_hdr *h) {
     return 1;
 }
 
+/* Rank 0 gave up on this rank (it was slow, or a send to it failed): its
+ * tasks failed there and nothing more comes. It leaves with status 0: the
+ * job's outcome is rank 0's to report. The L3's runs are interrupted first
+ * (its process children running a task are killed), not waited for. */
+_Noreturn static void declared_dead(server *sv, const st_mpi_hdr *h, const uint8_t *body) {
+    int n = h->body_bytes < STRATA_ERRMSG_MAX ? (int)h->body_bytes : STRATA_ERRMSG_MAX;
+    fprintf(stderr, "strata: rank %d: rank 0 declared this rank dead (%.*s): leaving\n",
+            sv->s->my_rank, n, (const char *)body);
+    st_mpi_unlock();
+    if (sv->inner)
+        (void)strata_worker_interrupt(sv->inner);
+    leave(0);
+}
+
 _Noreturn void st_mpi_serve(mpi_session *s) {
     server *sv = st_calloc(1, sizeof *sv);
     uint8_t *in = st_malloc(ST_MPI_HDR_BYTES + ST_MPI_BODY_MAX);
@@ -899,6 +917,12 @@ _Noreturn void st_mpi_serve(mpi_session *s) {
     }
     st_backoff bo = {0};
     uint64_t silence = 4 * (sv->ep ? sv->ep->heartbeat_ns : ST_MPI_HEARTBEAT_DEFAULT_NS);
+    /* Rank 0 waits at most startup_timeout_ns for every child's HELLO, then
+     * pings each live one within a quarter bound: a rank it declared dead
+     * before sending it anything (and whose word of it was lost) is not
+     * waited for forever either. A rank with no child waits for SHUTDOWN. */
+    if (sv->ep)
+        sv->first_by_ns = st_now_ns() + sv->ep->cfg.worker.startup_timeout_ns + silence;
     for (;;) {
         int did = sv->inner ? step_tasks(sv) | step_sends(sv) : 0;
         st_mpi_hdr h;
@@ -925,7 +949,9 @@ _Noreturn void st_mpi_serve(mpi_session *s) {
                     if (sv->inner)
                         take_peer_gone(sv, &h);
                     break;
-                case ST_MPI_SEND_TO: /* served even while a run goes on */
+                case ST_MPI_DECLARED_DEAD:
+                    declared_dead(sv, &h, body); /* never returns */
+                case ST_MPI_SEND_TO:             /* served even while a run goes on */
                     if (sv->inner)
                         send_to(sv, &h);
                     break;
@@ -958,11 +984,17 @@ _Noreturn void st_mpi_serve(mpi_session *s) {
                 }
             }
         }
-        if (sv->last_heard_ns && st_now_ns() - sv->last_heard_ns > silence) {
+        uint64_t now = st_now_ns();
+        if (sv->last_heard_ns ? now - sv->last_heard_ns > silence
+                              : sv->first_by_ns && now > sv->first_by_ns) {
+            /* it declared this rank dead (and the word was lost), or is gone
+             * itself: which one cannot be told from here, so no clean exit */
+            uint64_t quiet =
+                sv->last_heard_ns ? silence : sv->ep->cfg.worker.startup_timeout_ns + silence;
             fprintf(stderr,
                     "strata: rank %d: rank 0 sent nothing for %llu ms (it pings every "
-                    "heartbeat_timeout_ns / 4): leaving\n",
-                    s->my_rank, (unsigned long long)(silence / 1000000));
+                    "heartbeat_timeout_ns / 4): taken as declared dead or gone; leaving\n",
+                    s->my_rank, (unsigned long long)(quiet / 1000000));
             st_mpi_unlock();
             leave(1);
         }

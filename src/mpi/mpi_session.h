@@ -84,6 +84,8 @@ typedef struct mpi_ep {
     _Atomic int dead;     /* declared dead: tasks fail at once with dead_msg */
     int gone_told;        /* progress thread: st_endpoint_gone was called (outside st_mpi_lock) */
     char dead_msg[STRATA_ERRMSG_MAX];
+    /* DECLARED_DEAD to the child's rank, sent once (MPI may read it after the send call) */
+    uint8_t dead_frame[ST_MPI_HDR_BYTES + STRATA_ERRMSG_MAX];
     int ready;              /* HELLO OK arrived (rank 0) */
     int bye;                /* BYE arrived (rank 0, at close) */
     uint64_t last_heard_ns; /* progress thread: last frame from the child */
