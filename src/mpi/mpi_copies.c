@@ -253,7 +253,7 @@ int st_mpi_place_tensor(mpi_ep *ep, mpi_task *t, int slot, uint32_t i, mpi_ep **
         h.seq = (uint64_t)(ST_MPI_TAG_DATA0 + slot * 64 + (int)i);
         st_mpi_hdr_put(t->sendto[i], &h);
         rc = MPI_Isend(t->sendto[i], ST_MPI_HDR_BYTES, MPI_BYTE, from->rank, ST_MPI_TAG_FRAME,
-                       st_mpi_comm(), &t->req[t->nreq++]);
+                       st_mpi_comm(), &t->sendto_req[i]);
         *asked = from;
     } else {
         pl->kind = ST_PLACE_ROOT;

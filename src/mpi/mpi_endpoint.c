@@ -4,7 +4,8 @@
  * its L4), the endpoint operations the engine calls, the progress thread
  * that makes every MPI call of the session once init is done (task frames
  * and their IN data out, DONE frames and OUT data in, completions, control
- * calls, the heartbeat, the shutdown at close), the bounded start-up
+ * calls, the heartbeat, the word to a child declared dead and to the
+ * readers waiting for its copies, the shutdown at close), the bounded start-up
  * handshake, and the remote memory calls (mpi/remote_child.h); where each
  * tensor's bytes come from is mpi_copies.c's.
  * Must never: make an MPI call under the engine lock (dispatch only queues
@@ -300,6 +301,81 @@ static void push_done(done_list *dl) {
     dl->n = 0;
 }
 
+/* Tell ep's rank it was declared dead (best effort: a dead rank never reads
+ * it, a live one leaves at once instead of after four silent bounds). Test
+ * seam STRATA_TEST_MPI_SILENT_DEATH=1 in rank 0's environment (never set in
+ * use): not sent, as when the link to that rank is broken. */
+static void say_declared_dead(mpi_ep *ep) {
+    static int silent = -1; /* progress thread only */
+    if (silent < 0) {
+        const char *e = getenv("STRATA_TEST_MPI_SILENT_DEATH");
+        silent = e && atoi(e) == 1;
+    }
+    if (silent)
+        return;
+    st_mpi_hdr h;
+    st_mpi_hdr_init(&h, ST_MPI_DECLARED_DEAD, ep->base.worker_id);
+    size_t n = strnlen(ep->dead_msg, sizeof ep->dead_msg - 1);
+    h.body_bytes = (uint32_t)n;
+    st_mpi_hdr_put(ep->dead_frame, &h);
+    memcpy(ep->dead_frame + ST_MPI_HDR_BYTES, ep->dead_msg, n);
+    MPI_Request r;
+    if (MPI_Isend(ep->dead_frame, (int)(ST_MPI_HDR_BYTES + n), MPI_BYTE, ep->rank, ST_MPI_TAG_FRAME,
+                  st_mpi_comm(), &r) == MPI_SUCCESS)
+        MPI_Request_free(&r); /* dead_frame is written once and lives as long as ep */
+}
+
+static void mpi_failed(done_list *dl, mpi_ep *ep, const char *call, int rc);
+
+/* Task t on reader ep had tensors placed PEER from holders now declared
+ * dead: their SEND_TOs are no longer waited for, and the reader is told
+ * (PEER_GONE, one per dead holder), so it stops waiting for those bytes and
+ * fails the task (naming the holder's rank); rank 0 then takes its DONE as
+ * for any failed task. Only a task whose frame went out and whose DONE has
+ * not come (SENT) has a reader waiting. */
+static void tell_holders_gone(done_list *dl, mpi_ep *ep, mpi_task *t) {
+    int st = atomic_load(&t->state);
+    if (atomic_load(&ep->dead) || t->finished || (st != T_SENT && st != T_RECV))
+        return;
+    const strata_task_args *a = t->d.args;
+    for (uint32_t i = 0; i < a->ntensors; i++) {
+        mpi_ep *b = t->holder[i];
+        if (!b || !atomic_load(&b->dead) || (t->gone >> i & 1))
+            continue;
+        uint64_t mask = 0;
+        for (uint32_t k = i; k < a->ntensors; k++)
+            if (t->holder[k] == b && !(t->gone >> k & 1)) {
+                mask |= 1ull << k;
+                t->sendto_req[k] = MPI_REQUEST_NULL; /* left to MPI, as a dead peer's are */
+            }
+        t->gone |= mask;
+        if (st != T_SENT)
+            continue; /* its DONE came: the reader got past those bytes */
+        st_mpi_hdr h;
+        st_mpi_hdr_init(&h, ST_MPI_PEER_GONE, ep->base.worker_id);
+        h.seq = t->d.dispatch_id;
+        h.slot = (uint32_t)(t - ep->task);
+        h.arg0 = mask;
+        h.arg1 = (uint64_t)b->rank;
+        st_mpi_hdr_put(t->gone_frame[i], &h);
+        int rc = MPI_Isend(t->gone_frame[i], ST_MPI_HDR_BYTES, MPI_BYTE, ep->rank, ST_MPI_TAG_FRAME,
+                           st_mpi_comm(), &t->req[t->nreq++]);
+        if (rc != MPI_SUCCESS) {
+            mpi_failed(dl, ep, "MPI_Isend of a PEER_GONE", rc);
+            return;
+        }
+    }
+}
+
+/* ep was declared dead: the tasks of the other children that wait for its copies. */
+static void tell_readers(done_list *dl, mpi_ep *dead) {
+    mpi_session *s = dead->s;
+    for (int c = 0; c < s->n; c++)
+        if (s->eps[c] != dead)
+            for (int k = 0; k < ST_MPI_SLOTS; k++)
+                tell_holders_gone(dl, s->eps[c], &s->eps[c]->task[k]);
+}
+
 /* The child is dead: every task it holds fails with why (its requests are
  * left to MPI: a dead peer's sends and receives never complete, and their
  * memory stays allocated rather than be freed under them). */
@@ -328,6 +404,8 @@ static void declare_dead(done_list *dl, mpi_ep *ep, const char *why) {
         c->has_req = 0;
         st_event_set(&c->state, 3);
     }
+    say_declared_dead(ep);
+    tell_readers(dl, ep);
 }
 
 static void mpi_failed(done_list *dl, mpi_ep *ep, const char *call, int rc) {
@@ -364,6 +442,11 @@ static int test_hold_tasks(mpi_ep *ep) {
 /* QUEUED -> SENT: the frame (digest + arguments), then each IN tensor's bytes. */
 static void send_task(done_list *dl, mpi_ep *ep, int slot) {
     mpi_task *t = &ep->task[slot];
+    t->gone = 0;
+    for (int i = 0; i < STRATA_MAX_TENSORS; i++) {
+        t->holder[i] = NULL;
+        t->sendto_req[i] = MPI_REQUEST_NULL;
+    }
     st_mpi_apply_local_writes(ep->s); /* before any placement reads the directory */
     const strata_task_args *a = t->d.args;
     st_mpi_hdr h;
@@ -401,12 +484,9 @@ static void send_task(done_list *dl, mpi_ep *ep, int slot) {
     for (uint32_t i = 0; i < a->ntensors; i++) {
         mpi_ep *asked = NULL;
         rc = st_mpi_place_tensor(ep, t, slot, i, &asked);
-        if (rc != MPI_SUCCESS)
+        t->holder[i] = asked;
+        if (rc != MPI_SUCCESS) /* the holder's failure: this task learns it below */
             mpi_failed(dl, asked, "MPI_Isend of a SEND_TO", rc);
-    }
-    if (atomic_load(&ep->dead)) { /* a SEND_TO found a holder gone: this task went with it */
-        atomic_store(&t->state, T_SENT);
-        return;
     }
     at += used;
     for (uint32_t i = 0; i < a->ntensors; i++, at += 16)
@@ -460,9 +540,11 @@ static void send_task(done_list *dl, mpi_ep *ep, int slot) {
     /* the frame and the SEND_TOs are out: the copies move while they are checked */
     if (t->verify)
         rc = st_mpi_verify_copies(ep, t, slot);
-    if (t->verify)
-        if (rc != MPI_SUCCESS)
-            mpi_failed(dl, ep, "MPI_Isend of a verdict", rc);
+    if (t->verify && rc != MPI_SUCCESS) {
+        mpi_failed(dl, ep, "MPI_Isend of a verdict", rc);
+        return;
+    }
+    tell_holders_gone(dl, ep, t); /* a holder found dead while this task was placed */
 }
 
 /* A DONE frame: post the receives of the OUT tensors (straight into the L4's
@@ -487,7 +569,14 @@ static void task_done(done_list *dl, mpi_ep *ep, const st_mpi_hdr *h, const uint
         msg[n] = '\0';
         t->done_status = status; /* nothing comes back; done once the sends are */
         t->dropped = h->arg0;    /* the copies the child does not keep (mpi_frame.h) */
-        st_msg_format(t->done_msg, sizeof t->done_msg, "%s", msg);
+        mpi_ep *gone = NULL;
+        for (uint32_t i = 0; i < t->d.args->ntensors && !gone; i++)
+            if (t->gone >> i & 1)
+                gone = t->holder[i];
+        if (gone) /* the child names the holder's rank; rank 0 knows why it is gone */
+            st_msg_format(t->done_msg, sizeof t->done_msg, "%s (%s)", msg, gone->dead_msg);
+        else
+            st_msg_format(t->done_msg, sizeof t->done_msg, "%s", msg);
         atomic_store(&t->state, T_RECV);
         return;
     }
@@ -523,14 +612,36 @@ static void task_done(done_list *dl, mpi_ep *ep, const st_mpi_hdr *h, const uint
 }
 
 /* RECV with every request done: unpack strided results, complete. */
+/* Whether every SEND_TO of t has gone out; a failed one is its holder's
+ * failure (the holder is declared dead, and t's child told). */
+static int sendtos_out(done_list *dl, mpi_ep *ep, mpi_task *t) {
+    int out = 1;
+    for (uint32_t i = 0; i < t->d.args->ntensors; i++) {
+        if (t->sendto_req[i] == MPI_REQUEST_NULL)
+            continue;
+        int flag = 0;
+        int rc = MPI_Test(&t->sendto_req[i], &flag, MPI_STATUS_IGNORE);
+        if (rc != MPI_SUCCESS) {
+            t->sendto_req[i] = MPI_REQUEST_NULL;
+            mpi_failed(dl, t->holder[i], "MPI_Isend of a SEND_TO", rc);
+        } else if (!flag) {
+            out = 0;
+        }
+    }
+    return out || atomic_load(&ep->dead);
+}
+
 static int test_task(done_list *dl, mpi_ep *ep, mpi_task *t) {
     int flag = 0;
+    int sent = sendtos_out(dl, ep, t);
+    if (atomic_load(&ep->dead) || t->finished)
+        return 1;
     int rc = MPI_Testall(t->nreq, t->req, &flag, MPI_STATUSES_IGNORE);
     if (rc != MPI_SUCCESS) {
         mpi_failed(dl, ep, "a task's transfer", rc);
         return 1;
     }
-    if (!flag || atomic_load(&t->state) != T_RECV)
+    if (!flag || !sent || atomic_load(&t->state) != T_RECV)
         return 0;
     const strata_task_args *a = t->d.args;
     if (t->done_status == STRATA_OK)

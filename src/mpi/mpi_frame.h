@@ -22,6 +22,8 @@
  *   SEND_TO  0 -> holder  arg0: cache id, arg1: bytes, slot: the destination rank,
  *                         seq: the tag: send that copy there (0 bytes if it is
  *                         missing: the receiver fails its task, naming it)
+ *   VERDICT, PEER_GONE    0 -> a reader (below)
+ *   DECLARED_DEAD 0 -> child  rank 0 gave up on it (below)
  *   SHUTDOWN 0 -> child   close: the child tears down, answers BYE, exits
  *   BYE      child -> 0
  * The TASK body: st_digest callable (16 bytes), u32 args_bytes, u32 ndrop,
@@ -64,8 +66,13 @@ typedef enum st_mpi_type {
     ST_MPI_SHUTDOWN,
     ST_MPI_BYE,
     ST_MPI_SEND_TO,
-    ST_MPI_VERDICT, /* rank 0 -> a reader: slot, seq (dispatch id), arg0: the tensors placed
-                       ST_PLACE_VERIFY, arg1: those of them stale (rank 0's bytes follow) */
+    ST_MPI_VERDICT,       /* rank 0 -> a reader: slot, seq (dispatch id), arg0: the tensors placed
+                             ST_PLACE_VERIFY, arg1: those of them stale (rank 0's bytes follow) */
+    ST_MPI_PEER_GONE,     /* rank 0 -> a reader: slot, seq (dispatch id), arg0: the tensors placed
+                             PEER whose holder rank 0 declared dead, arg1: that rank; the reader
+                             stops waiting for those bytes and fails the task */
+    ST_MPI_DECLARED_DEAD, /* rank 0 -> a child it declared dead; body: why. The child leaves
+                             (status 0): rank 0 has failed its tasks and sends it nothing more */
     ST_MPI_TYPE_END
 } st_mpi_type;
 

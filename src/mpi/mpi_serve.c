@@ -6,7 +6,11 @@
  * received into buffers of the inner worker, one run of the inner worker
  * per task, started without waiting for it, DONE and the OUT data when it
  * ends), control calls (remote memory: malloc, free, copy_to, copy_from),
- * the heartbeat's PONG, and SHUTDOWN (tear down, BYE, finalise MPI, exit).
+ * the heartbeat's PONG, a PEER_GONE (a copy's holder was declared dead: stop
+ * waiting for its bytes), DECLARED_DEAD (rank 0 gave up on this rank: leave,
+ * status 0), SHUTDOWN (tear down, BYE, finalise MPI, exit), and the silence
+ * bound (rank 0 heard from for the last time, or never after the HELLO:
+ * leave, status 1).
  * Must never: wait for a run (runs are polled, so frames are answered while
  * one goes on), block in an MPI call (every wait is a backed-off test),
  * trust a frame (header, arguments, addresses of remote memory are checked),
@@ -61,6 +65,7 @@ typedef struct serve_task {
     int nreq;
     MPI_Request req[STRATA_MAX_TENSORS + 1];
     int req_peer[STRATA_MAX_TENSORS + 1]; /* bytes a PEER receive must bring (0: not one) */
+    int peer_req[STRATA_MAX_TENSORS];     /* tensor i's PEER receive: its req index + 1 (0: none) */
     MPI_Status st[STRATA_MAX_TENSORS + 1];
     uint64_t verify; /* tensors placed ST_PLACE_VERIFY: the task waits for rank 0's VERDICT */
     uint64_t stale;  /* of those, the ones the VERDICT found stale (their bytes come again) */
@@ -101,6 +106,7 @@ typedef struct server {
     uint8_t *in; /* the frame being read */
     uint8_t out[ST_MPI_HDR_BYTES + STRATA_ERRMSG_MAX];
     uint64_t last_heard_ns; /* 0: rank 0 not heard yet */
+    uint64_t first_by_ns;   /* its first frame is due by then (0: no bound: no child) */
     uint8_t sink;
 } server;
 
@@ -524,6 +530,8 @@ static void place_tensor(server *sv, serve_task *t, uint32_t i, int slot, const 
             }
             if (recv) {
                 t->req_peer[t->nreq] = kind == ST_PLACE_PEER ? (int)n : 0;
+                if (kind == ST_PLACE_PEER)
+                    t->peer_req[i] = t->nreq + 1;
                 if (MPI_Irecv(strata_buffer_data(b), (int)n, MPI_BYTE, src, tag, st_mpi_comm(),
                               &t->req[t->nreq++]) != MPI_SUCCESS)
                     task_fail(t, STRATA_EENDPOINT, "%s", "MPI_Irecv of a task's data failed");
@@ -665,6 +673,7 @@ static void take_task(server *sv, const st_mpi_hdr *h, const uint8_t *body) {
     t->verify = t->stale = 0;
     t->verdict_in = 0;
     t->unkept = 0;
+    memset(t->peer_req, 0, sizeof t->peer_req);
     char who[96];
     snprintf(who, sizeof who, "L4 child %s", sv->ep->base.label);
     /* digest, u32 args_bytes, u32 ndrop, args, placements, drops (mpi_frame.h) */
@@ -791,6 +800,41 @@ static void take_verdict(server *sv, const st_mpi_hdr *h) {
     t->stale = h->arg1 & t->verify;
 }
 
+/* A PEER_GONE: the rank that was to send some of a waiting task's bytes was
+ * declared dead by rank 0, so they may never come. A receive still waiting
+ * is cancelled (MPI completes a cancelled request whatever the peer does)
+ * and the task fails, naming that rank; the rest of its traffic (rank 0's
+ * data, the VERDICT) ends as for any failed task. Bytes that came before
+ * the holder went are kept: a task past its receives is not failed, and a
+ * frame for a task no longer waiting is dropped. */
+static void take_peer_gone(server *sv, const st_mpi_hdr *h) {
+    serve_task *t = h->slot < ST_MPI_SLOTS ? &sv->task[h->slot] : NULL;
+    if (!t || t->state != S_RECV || t->seq != (uint32_t)h->seq)
+        return;
+    for (uint32_t i = 0; i < t->args.ntensors && i < STRATA_MAX_TENSORS; i++) {
+        int k = t->peer_req[i] - 1;
+        if (!(h->arg0 >> i & 1) || k < 0 || !t->req_peer[k])
+            continue; /* not placed PEER, or its bytes are in and counted */
+        t->peer_req[i] = 0;
+        int came = 0, count = 0;
+        MPI_Status st;
+        if (MPI_Test(&t->req[k], &came, &st) == MPI_SUCCESS && came) {
+            MPI_Get_count(&st, MPI_BYTE, &count);
+            if (count != t->req_peer[k])
+                task_fail(t, STRATA_EENDPOINT, "%s",
+                          "a copy from another rank arrived short (that rank no longer held it)");
+            t->req_peer[k] = 0; /* counted here: its request is freed */
+            continue;
+        }
+        MPI_Cancel(&t->req[k]);
+        t->req_peer[k] = 0; /* its count says nothing now */
+        char detail[160];
+        snprintf(detail, sizeof detail, "tensor %u: its copy was to come from rank %d", i,
+                 (int)h->arg1);
+        task_fail(t, STRATA_EENDPOINT, "%s, which rank 0 declared dead", detail);
+    }
+}
+
 /* Drive the tasks: received -> run started; run done -> DONE; sent -> free. */
 static int step_tasks(server *sv) {
     int did = 0;
@@ -866,6 +910,20 @@ static int read_frame(server *sv, st_mpi_hdr *h) {
     return 1;
 }
 
+/* Rank 0 gave up on this rank (it was slow, or a send to it failed): its
+ * tasks failed there and nothing more comes. It leaves with status 0: the
+ * job's outcome is rank 0's to report. The L3's runs are interrupted first
+ * (its process children running a task are killed), not waited for. */
+_Noreturn static void declared_dead(server *sv, const st_mpi_hdr *h, const uint8_t *body) {
+    int n = h->body_bytes < STRATA_ERRMSG_MAX ? (int)h->body_bytes : STRATA_ERRMSG_MAX;
+    fprintf(stderr, "strata: rank %d: rank 0 declared this rank dead (%.*s): leaving\n",
+            sv->s->my_rank, n, (const char *)body);
+    st_mpi_unlock();
+    if (sv->inner)
+        (void)strata_worker_interrupt(sv->inner);
+    leave(0);
+}
+
 _Noreturn void st_mpi_serve(mpi_session *s) {
     server *sv = st_calloc(1, sizeof *sv);
     uint8_t *in = st_malloc(ST_MPI_HDR_BYTES + ST_MPI_BODY_MAX);
@@ -890,6 +948,12 @@ _Noreturn void st_mpi_serve(mpi_session *s) {
     }
     st_backoff bo = {0};
     uint64_t silence = 4 * (sv->ep ? sv->ep->heartbeat_ns : ST_MPI_HEARTBEAT_DEFAULT_NS);
+    /* Rank 0 waits at most startup_timeout_ns for every child's HELLO, then
+     * pings each live one within a quarter bound: a rank it declared dead
+     * before sending it anything (and whose word of it was lost) is not
+     * waited for forever either. A rank with no child waits for SHUTDOWN. */
+    if (sv->ep)
+        sv->first_by_ns = st_now_ns() + sv->ep->cfg.worker.startup_timeout_ns + silence;
     for (;;) {
         int did = sv->inner ? step_tasks(sv) | step_sends(sv) : 0;
         st_mpi_hdr h;
@@ -912,7 +976,13 @@ _Noreturn void st_mpi_serve(mpi_session *s) {
                     if (sv->inner)
                         take_verdict(sv, &h);
                     break;
-                case ST_MPI_SEND_TO: /* served even while a run goes on */
+                case ST_MPI_PEER_GONE:
+                    if (sv->inner)
+                        take_peer_gone(sv, &h);
+                    break;
+                case ST_MPI_DECLARED_DEAD:
+                    declared_dead(sv, &h, body); /* never returns */
+                case ST_MPI_SEND_TO:             /* served even while a run goes on */
                     if (sv->inner)
                         send_to(sv, &h);
                     break;
@@ -945,11 +1015,17 @@ _Noreturn void st_mpi_serve(mpi_session *s) {
                 }
             }
         }
-        if (sv->last_heard_ns && st_now_ns() - sv->last_heard_ns > silence) {
+        uint64_t now = st_now_ns();
+        if (sv->last_heard_ns ? now - sv->last_heard_ns > silence
+                              : sv->first_by_ns && now > sv->first_by_ns) {
+            /* it declared this rank dead (and the word was lost), or is gone
+             * itself: which one cannot be told from here, so no clean exit */
+            uint64_t quiet =
+                sv->last_heard_ns ? silence : sv->ep->cfg.worker.startup_timeout_ns + silence;
             fprintf(stderr,
                     "strata: rank %d: rank 0 sent nothing for %llu ms (it pings every "
-                    "heartbeat_timeout_ns / 4): leaving\n",
-                    s->my_rank, (unsigned long long)(silence / 1000000));
+                    "heartbeat_timeout_ns / 4): taken as declared dead or gone; leaving\n",
+                    s->my_rank, (unsigned long long)(quiet / 1000000));
             st_mpi_unlock();
             leave(1);
         }

@@ -50,8 +50,15 @@ typedef struct mpi_task {
     uint32_t seq;
     int nreq;
     MPI_Request req[3 * STRATA_MAX_TENSORS + 2]; /* frame, IN sends (or a stale copy's
-                                                    bytes again), SEND_TOs, the VERDICT, OUT
-                                                    receives */
+                                                    bytes again), PEER_GONEs, the VERDICT, OUT
+                                                    receives: the child's own traffic */
+    /* The SEND_TO of tensor i and the child asked (placed PEER): kept apart
+     * from req, as a failure there is the holder's, never this child's; a
+     * holder declared dead is no longer waited for (its request left to MPI). */
+    MPI_Request sendto_req[STRATA_MAX_TENSORS];
+    struct mpi_ep *holder[STRATA_MAX_TENSORS];
+    uint64_t gone; /* tensors whose holder was declared dead, the child told (PEER_GONE) */
+    uint8_t gone_frame[STRATA_MAX_TENSORS][ST_MPI_HDR_BYTES]; /* one per dead holder */
     int finished;     /* progress thread: in the pass's done list (pushed, then FREE) */
     uint64_t verify;  /* tensors placed PEER | ST_PLACE_VERIFY (bit i: tensor i) */
     uint64_t dropped; /* tensors placed KEEP whose copy the child does not keep (DONE arg0) */
@@ -78,6 +85,8 @@ typedef struct mpi_ep {
     _Atomic int dead;     /* declared dead: tasks fail at once with dead_msg */
     int gone_told;        /* progress thread: st_endpoint_gone was called (outside st_mpi_lock) */
     char dead_msg[STRATA_ERRMSG_MAX];
+    /* DECLARED_DEAD to the child's rank, sent once (MPI may read it after the send call) */
+    uint8_t dead_frame[ST_MPI_HDR_BYTES + STRATA_ERRMSG_MAX];
     int ready;              /* HELLO OK arrived (rank 0) */
     int bye;                /* BYE arrived (rank 0, at close) */
     uint64_t last_heard_ns; /* progress thread: last frame from the child */
@@ -154,8 +163,8 @@ mpi_ep *st_mpi_ep_of(st_endpoint *ep);
 
 /* Where tensor i of task t (in slot `slot`) on ep comes from (t->place[i]),
  * asking a holder for a SEND_TO when another child has a valid copy
- * (*asked: that holder). MPI_SUCCESS, or the MPI error of that send
- * (mpi_copies.c; progress thread, st_mpi_lock held). */
+ * (*asked: that holder; the request in t->sendto_req[i]). MPI_SUCCESS, or the MPI error of that
+ * send (mpi_copies.c; progress thread, st_mpi_lock held). */
 int st_mpi_place_tensor(mpi_ep *ep, mpi_task *t, int slot, uint32_t i, mpi_ep **asked);
 
 /* The dispatch observer of the L4 (core/endpoint.h): a task for any

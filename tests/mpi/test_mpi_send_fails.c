@@ -6,12 +6,21 @@
  * STRATA_TEST_MPI_FAIL_TASK_SEND): the child is declared dead, each of its
  * tasks completes exactly once with the failure, later tasks for it fail at
  * once, the other child goes on, and close returns. The child declared dead
- * is alive: it leaves after four heartbeat bounds of silence with status 1
- * (docs/guide.md, failure model), so mpirun exits 1; tests/CMakeLists.txt
- * checks that status and this program's last line.
+ * is alive, and how it leaves (docs/guide.md, failure model) is what
+ * tests/CMakeLists.txt checks, with mpirun's status and this program's last
+ * line, in three ways (argv[1]):
+ *   (none)    its rank has heard rank 0 (a control call) and is told it was
+ *             declared dead: it says so on stderr and exits 0, so mpirun does;
+ *   unheard   rank 0 never sent it a frame before: told, it leaves the same way;
+ *   untold    unheard, and the word is not sent either (seam
+ *             STRATA_TEST_MPI_SILENT_DEATH, as on a broken link): it leaves
+ *             after startup_timeout_ns and four heartbeat bounds of silence
+ *             from its HELLO, with status 1, so mpirun exits 1.
+ * A rank that never left would hold mpirun: its --timeout ends that job.
  */
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "mpi_test.h"
 
@@ -58,6 +67,9 @@ int main(int argc, char **argv) {
     mt_skip_without_mpi();
     /* both of child 0's slots queued, then the first task's send fails (rank 0 reads it) */
     setenv("STRATA_TEST_MPI_FAIL_TASK_SEND", "2", 1);
+    int heard = argc < 2, told = argc < 2 || strcmp(argv[1], "untold") != 0;
+    if (!told)
+        setenv("STRATA_TEST_MPI_SILENT_DEATH", "1", 1);
     MT_OK(strata_mpi_init(&argc, &argv));
     MT_CHECK(strata_mpi_size() == 3, "run under mpirun -np 3 (size %d)", strata_mpi_size());
     strata_worker *w;
@@ -74,8 +86,10 @@ int main(int argc, char **argv) {
         cc.setup = setup;
         cc.host = STRATA_HOST_MPI;
         cc.rank = k + 1;
-        if (k == 0)
-            cc.heartbeat_timeout_ns = 1000000000ull; /* its rank leaves 4 s after the failure */
+        if (k == 0) { /* untold, its rank leaves 5 + 4 s after its HELLO */
+            cc.heartbeat_timeout_ns = 1000000000ull;
+            cc.worker.startup_timeout_ns = 5000000000ull;
+        }
         MT_OK(strata_worker_add_child(w, &cc, &child[k]));
     }
     strata_callable work;
@@ -85,9 +99,11 @@ int main(int argc, char **argv) {
     job j = {.child = child[0], .ntasks = 2, .work = work};
     for (int i = 0; i < 2; i++)
         MT_OK(strata_buffer_create(w, 16, &j.b[i]));
-    strata_buffer *rb; /* a control call: child 0's rank has heard rank 0 (so it can leave) */
-    MT_OK(strata_worker_remote_malloc(w, child[0], 16, &rb));
-    MT_OK(strata_worker_remote_free(w, rb));
+    if (heard) { /* a control call: child 0's rank has heard rank 0 */
+        strata_buffer *rb;
+        MT_OK(strata_worker_remote_malloc(w, child[0], 16, &rb));
+        MT_OK(strata_worker_remote_free(w, rb));
+    }
     int rc = strata_worker_run(w, l4_orch, &j);
     MT_CHECK(rc == STRATA_EENDPOINT, "the run fails as an endpoint failure (%s: %s)",
              strata_status_name(rc), strata_error_message());
