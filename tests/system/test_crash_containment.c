@@ -43,8 +43,9 @@ typedef struct shared {
     _Atomic int gate;
     _Atomic int pids[64];
     _Atomic int npids;
-    uintptr_t mbox[3];        /* the subs' mailboxes, as the parent maps them */
-    _Atomic int mapped[3][3]; /* OP_MAPS number k: 1 if mbox[i] is mapped in its child */
+    uintptr_t mbox[3];           /* the subs' mailboxes, as the parent maps them */
+    unsigned long mbox_inode[3]; /* their shared-memory files (the parent's /proc/self/maps) */
+    _Atomic int mapped[3][3];    /* OP_MAPS number k: 1 if mbox[i] is mapped in its child */
     _Atomic int maps_pid[3];
     _Atomic int nmaps;
 } shared;
@@ -53,6 +54,29 @@ static shared *sh;
 static void sleep_ms(long ms) {
     struct timespec ts = {ms / 1000, (ms % 1000) * 1000000};
     nanosleep(&ts, NULL);
+}
+
+/* The inode of the file mapped at addr in this process (0: nothing mapped
+ * there, or an anonymous mapping). By inode, not by "is anything mapped":
+ * once a child unmapped a sibling's mailbox, the address may be reused by an
+ * unrelated mapping (ASan's allocator maps often), which is no way into the
+ * sibling's frames. */
+static unsigned long inode_mapped_at(uintptr_t addr) {
+    FILE *f = fopen("/proc/self/maps", "r");
+    if (!f)
+        return 0;
+    char line[512];
+    unsigned long inode = 0;
+    while (fgets(line, sizeof line, f)) {
+        unsigned long lo, hi, ino;
+        if (sscanf(line, "%lx-%lx %*s %*s %*s %lu", &lo, &hi, &ino) == 3 && addr >= lo &&
+            addr < hi) {
+            inode = ino;
+            break;
+        }
+    }
+    fclose(f);
+    return inode;
 }
 
 static int crash_body(const strata_task_view *a, void *user) {
@@ -88,9 +112,8 @@ static int crash_body(const strata_task_view *a, void *user) {
         int k = atomic_fetch_add(&sh->nmaps, 1);
         if (k >= 3)
             return 1;
-        for (int i = 0; i < 3; i++) /* msync fails with ENOMEM where nothing is mapped */
-            atomic_store(&sh->mapped[k][i],
-                         msync((void *)sh->mbox[i], (size_t)getpagesize(), MS_ASYNC) == 0);
+        for (int i = 0; i < 3; i++)
+            atomic_store(&sh->mapped[k][i], inode_mapped_at(sh->mbox[i]) == sh->mbox_inode[i]);
         atomic_store(&sh->maps_pid[k], (int)getpid());
         for (int i = 0; i < 30000 && atomic_load(&sh->nmaps) < 3; i++)
             sleep_ms(1);
@@ -460,8 +483,11 @@ static void a_child_maps_no_sibling_mailbox(void **state) {
     world wd;
     open_world(&wd, 3);
     assert_ok(strata_buffer_create(wd.w, 64, &wd.c));
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < 3; i++) {
         sh->mbox[i] = (uintptr_t)st_proc_ep_mbox(st_proc_ep_of(wd.w->subs[i].ep));
+        sh->mbox_inode[i] = inode_mapped_at(sh->mbox[i]);
+        assert_true(sh->mbox_inode[i] != 0); /* a shared-memory file's mapping */
+    }
     assert_ok(strata_worker_run(wd.w, orch_maps, &wd));
     assert_int_equal(atomic_load(&sh->nmaps), 3);
     for (int k = 0; k < 3; k++) {
