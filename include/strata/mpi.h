@@ -46,7 +46,10 @@ STRATA_API int strata_mpi_init(int *argc, char ***argv);
 STRATA_API int strata_mpi_rank(void);
 STRATA_API int strata_mpi_size(void);
 
-/* Finalise MPI if strata_mpi_init initialised it (STRATA_OK otherwise too). */
+/* Finalise MPI if strata_mpi_init initialised it (STRATA_OK otherwise too).
+ * Once a rank of the job was declared dead, MPI_Finalize is given a bound
+ * (docs/guide.md, "Finalising after a death"): past it this returns with MPI
+ * left unfinalised, says so on stderr, and no MPI call may follow. */
 STRATA_API int strata_mpi_finalize(void);
 
 /* ---- Remote memory: buffers that live where a child Worker lives --------------------------

@@ -384,6 +384,10 @@ static void declare_dead(done_list *dl, mpi_ep *ep, const char *why) {
         return;
     st_msg_format(ep->dead_msg, sizeof ep->dead_msg, "%s", why);
     atomic_store(&ep->dead, 1); /* the engine is told after st_mpi_lock is dropped */
+    /* this process's MPI_Finalize is bounded from now on, past the time the
+     * rank takes to leave if it lives (mpi_serve.c: four silent bounds after
+     * its HELLO, plus the startup bound if it never heard from rank 0) */
+    st_mpi_note_peer_died(ep->cfg.worker.startup_timeout_ns + 5 * ep->heartbeat_ns + 5000000000ull);
     for (int i = 0; i < ST_MPI_SLOTS; i++) {
         mpi_task *t = &ep->task[i];
         if (atomic_load(&t->state) == T_FREE)
@@ -949,6 +953,7 @@ static void say_shutdown(mpi_session *s, uint8_t *buf) {
             continue;
         st_mpi_hdr h;
         st_mpi_hdr_init(&h, ST_MPI_SHUTDOWN, ep ? ep->base.worker_id : -1);
+        h.arg0 = st_mpi_finalize_bound(); /* its MPI_Finalize is to be bounded too (0: no) */
         st_mpi_hdr_put(frame, &h);
         (void)st_mpi_send_frame(r, frame, sizeof frame, "strata_worker_close");
     }

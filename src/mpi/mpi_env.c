@@ -27,6 +27,14 @@ static int g_ours;      /* strata called MPI_Init_thread */
 static int g_ready;     /* g_comm is made */
 static int g_finalized; /* strata finalised it */
 static MPI_Comm g_comm = MPI_COMM_NULL;
+/* Nonzero once this process learned that a rank of the job was declared dead
+ * (by rank 0, or rank 0 said so at SHUTDOWN): the bound on its MPI_Finalize.
+ * Open MPI 4.1's closing fence includes every rank of the job and, when a
+ * death reached the runtime too late, waits for the dead rank for ever; a
+ * rank declared dead that still lives leaves within a bound of its own,
+ * which this one covers. Atomic: set by the progress thread and the serve
+ * loop outside g_mpi_mu (the largest bound wins). */
+static _Atomic uint64_t g_finalize_bound_ns;
 
 void st_mpi_lock(void) {
     pthread_mutex_lock(&g_mpi_mu);
@@ -47,6 +55,59 @@ const char *st_mpi_strerror(int code, char *buf, int cap) {
         snprintf(s, sizeof s, "unknown MPI error");
     snprintf(buf, (size_t)cap, "%s (code %d)", s, code);
     return buf;
+}
+
+void st_mpi_note_peer_died(uint64_t finalize_bound_ns) {
+    uint64_t was = atomic_load(&g_finalize_bound_ns);
+    while (finalize_bound_ns > was &&
+           !atomic_compare_exchange_weak(&g_finalize_bound_ns, &was, finalize_bound_ns)) {
+    }
+}
+
+uint64_t st_mpi_finalize_bound(void) {
+    return atomic_load(&g_finalize_bound_ns);
+}
+
+typedef struct finalizer {
+    st_event done; /* value 1 once MPI_Finalize returned */
+    int rc;
+} finalizer;
+
+static void *finalize_thread(void *arg) {
+    finalizer *f = arg;
+    f->rc = MPI_Finalize();
+    st_event_set(&f->done, 1);
+    return NULL;
+}
+
+/* MPI_Finalize, bounded once a rank died. 0 when it returned (*rc its
+ * result); -1 when it did not within the bound: it is left running on its
+ * thread, MPI must not be called again, and the process may exit, saying so
+ * (`who` starts the line on stderr). Under g_mpi_mu. */
+static int finalize_mpi(int *rc, const char *who) {
+    uint64_t bound = atomic_load(&g_finalize_bound_ns);
+    if (!bound) {
+        *rc = MPI_Finalize();
+        return 0;
+    }
+    static finalizer f; /* outlives a finalize that never returns */
+    atomic_store(&f.done.value, 0);
+    pthread_t t;
+    if (pthread_create(&t, NULL, finalize_thread, &f) != 0) {
+        *rc = MPI_Finalize();
+        return 0;
+    }
+    if (st_event_wait(&f.done, 0, 0, st_deadline_after(bound)) != 0) {
+        pthread_detach(t);
+        fprintf(stderr,
+                "%s: MPI_Finalize did not return within %llu s after a rank of the job died "
+                "(Open MPI's closing fence waits for it): MPI is left unfinalised\n",
+                who, (unsigned long long)(bound / 1000000000ull));
+        return -1;
+    }
+    pthread_join(t, NULL);
+    *rc = f.rc;
+    return 0;
 }
 
 static void finalize_at_exit(void) {
@@ -139,7 +200,8 @@ int strata_mpi_finalize(void) {
     }
     if (g_ours && !g_finalized) {
         g_finalized = 1;
-        if (MPI_Finalize() != MPI_SUCCESS)
+        int mrc = MPI_SUCCESS;
+        if (finalize_mpi(&mrc, "strata_mpi_finalize") == 0 && mrc != MPI_SUCCESS)
             rc = st_fail(STRATA_EENDPOINT, "strata_mpi_finalize: MPI_Finalize failed");
     }
     st_mpi_unlock();
@@ -155,9 +217,10 @@ void st_mpi_finalize_any(void) {
         MPI_Comm_free(&g_comm);
         g_ready = 0;
     }
-    if (inited && !fin) {
+    if (inited && !fin && !g_finalized) {
         g_finalized = 1;
-        MPI_Finalize();
+        int mrc;
+        (void)finalize_mpi(&mrc, "strata: a child's rank");
     }
     st_mpi_unlock();
 }

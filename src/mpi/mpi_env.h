@@ -20,6 +20,14 @@ int st_mpi_ensure(const char *who);
 /* A non-root rank leaving its serve loop: the program never regains control,
  * so MPI is finalised whoever initialised it. */
 void st_mpi_finalize_any(void);
+/* A rank of the job was declared dead (by rank 0, or so said at SHUTDOWN):
+ * from now on this process's MPI_Finalize waits at most finalize_bound_ns
+ * (the largest noted), as Open MPI 4.1's closing fence can wait for a dead
+ * rank for ever; past it MPI is left unfinalised and the process may exit
+ * (mpi_env.c). The bound must cover the time a rank declared dead that
+ * still lives takes to leave. st_mpi_finalize_bound: 0 while none died. */
+void st_mpi_note_peer_died(uint64_t finalize_bound_ns);
+uint64_t st_mpi_finalize_bound(void);
 
 /* The library's communicator (valid after st_mpi_ensure). */
 MPI_Comm st_mpi_comm(void);

@@ -63,7 +63,8 @@ typedef enum st_mpi_type {
     ST_MPI_REPLY,
     ST_MPI_PING,
     ST_MPI_PONG,
-    ST_MPI_SHUTDOWN,
+    ST_MPI_SHUTDOWN, /* rank 0 -> every rank at close: arg0 the bound on its MPI_Finalize
+                             (ns) if a rank of the job was declared dead, else 0 */
     ST_MPI_BYE,
     ST_MPI_SEND_TO,
     ST_MPI_VERDICT,       /* rank 0 -> a reader: slot, seq (dispatch id), arg0: the tensors placed

@@ -992,6 +992,8 @@ _Noreturn void st_mpi_serve(mpi_session *s) {
                     send_frame(sv, &r, NULL);
                     break;
                 case ST_MPI_SHUTDOWN:
+                    if (h.arg0) /* a rank died: Open MPI's closing fence may wait for it */
+                        st_mpi_note_peer_died(h.arg0);
                     while (sv->ncache)
                         cache_unlist(sv, sv->cache[sv->ncache - 1]);
                     for (uint32_t i = 0; i < sv->nrbuf; i++)

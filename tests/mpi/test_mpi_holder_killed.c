@@ -104,6 +104,7 @@ static void kill_and_wait(pid_t pid) {
 }
 
 int main(int argc, char **argv) {
+    setvbuf(stdout, NULL, _IONBF, 0); /* what it printed survives a kill by the harness */
     mt_skip_without_mpi();
     MT_OK(strata_mpi_init(&argc, &argv));
     MT_CHECK(strata_mpi_size() == 3, "run under mpirun -np 3 (size %d)", strata_mpi_size());
@@ -140,6 +141,7 @@ int main(int argc, char **argv) {
     /* B dies; well within its heartbeat bound, A's task reads x: rank 0 still
      * takes B for a live holder and asks it for the copy */
     kill_and_wait((pid_t)x[1]);
+    printf("B (pid %d) killed\n", x[1]);
     j.read = 1;
     j.child = child[1];
     strata_run *h;
@@ -173,8 +175,10 @@ int main(int argc, char **argv) {
 
     strata_buffer_destroy(j.x);
     strata_buffer_destroy(j.y);
+    printf("closing\n");
     MT_OK(strata_worker_close(w)); /* takes A's goodbye, does not wait for the dead rank */
     strata_worker_destroy(w);
+    printf("finalizing\n");
     MT_OK(strata_mpi_finalize());
     printf("test_mpi_holder_killed: all checks passed\n");
     return 0;
