@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "mpi_test.h"
+#include "test_support.h"
 
 static strata_callable g_write, g_read;
 
@@ -78,29 +79,15 @@ static int l4_orch(strata_orch *o, void *arg) {
     return strata_orch_next_level(o, j->l3_read, NULL, j->child, STRATA_IN(x), STRATA_INOUT(y));
 }
 
-/* Whether process pid is gone: reaped, or a zombie (its memory and MPI state are). */
-static int process_gone(pid_t pid) {
-    char path[64], stat[256];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return 1;
-    size_t n = fread(stat, 1, sizeof stat - 1, f);
-    fclose(f);
-    stat[n] = '\0';
-    const char *close_paren = strrchr(stat, ')');
-    return close_paren && close_paren[1] == ' ' && close_paren[2] == 'Z';
-}
-
 static void kill_and_wait(pid_t pid) {
     MT_CHECK(kill(pid, SIGKILL) == 0,
              "kill of rank 1's process %d: %s (are the ranks on one host?)", (int)pid,
              strerror(errno));
-    for (int i = 0; i < 5000 && !process_gone(pid); i++) { /* bounded: 5 s */
+    for (int i = 0; i < 5000 && !ts_process_gone(pid); i++) { /* bounded: 5 s */
         struct timespec ms = {0, 1000000};
         nanosleep(&ms, NULL);
     }
-    MT_CHECK(process_gone(pid), "rank 1's process %d still runs 5 s after SIGKILL", (int)pid);
+    MT_CHECK(ts_process_gone(pid), "rank 1's process %d still runs 5 s after SIGKILL", (int)pid);
 }
 
 int main(int argc, char **argv) {

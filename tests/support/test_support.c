@@ -1,11 +1,14 @@
 /* tests/support/test_support.c - helpers shared by the cmocka tests: message
- * and probe assertions, random numbers, and the worker fixture.
+ * and probe assertions, random numbers, whether a process is gone, and the
+ * worker fixture.
  *
  * Owns: the standard task bodies of the fixture ("noop", "count", "fail",
  * "gate") and the order a fixture worker is built and torn down in.
  * Must never: assert from a task body (they run on sub worker threads:
  * they count and report instead), or leave a worker behind.
  */
+#include <errno.h>
+#include <signal.h>
 #include <sys/mman.h>
 
 #include "test_support.h"
@@ -174,4 +177,19 @@ strata_tensor ts_i32(const strata_buffer *b, int64_t first, int64_t n, int64_t s
     strata_tensor t;
     assert_ok(strata_tensor_view(b, (uint64_t)first * 4, STRATA_I32, 1, &n, &stride, &t));
     return t;
+}
+
+int ts_process_gone(int pid) {
+    if (kill(pid, 0) == -1 && errno == ESRCH)
+        return 1;
+    char path[64], buf[256];
+    snprintf(path, sizeof path, "/proc/%d/stat", pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 1;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *close_paren = strrchr(buf, ')'); /* the name may hold spaces and parens */
+    return close_paren && close_paren[1] == ' ' && close_paren[2] == 'Z';
 }

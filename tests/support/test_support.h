@@ -36,6 +36,10 @@
 void *ts_shared_calloc(size_t n, size_t size);
 void ts_shared_free(void *p, size_t n, size_t size);
 
+/* 1 if process pid is gone: reaped, or a zombie (its memory and its share of
+ * any IPC are released; only its exit status waits for a parent). */
+int ts_process_gone(int pid);
+
 /* Assert a strata call returned `expected`, printing strata_error_message() otherwise. */
 #define assert_status(expected, expr)                                                              \
     do {                                                                                           \

@@ -590,21 +590,6 @@ static void a_dead_process_chip_given_two_tasks_in_one_pass_fails_both(void **st
 
 /* ---- the parent dies ---------------------------------------------------- */
 
-static int gone_or_zombie(int pid) {
-    if (kill(pid, 0) == -1 && errno == ESRCH)
-        return 1;
-    char path[64], buf[256];
-    snprintf(path, sizeof path, "/proc/%d/stat", pid);
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return 1;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    const char *close_paren = strrchr(buf, ')');
-    return close_paren && close_paren[1] == ' ' && close_paren[2] == 'Z';
-}
-
 static void the_children_of_a_killed_parent_exit(void **state) {
     (void)state;
     memset(sh, 0, sizeof *sh);
@@ -665,9 +650,9 @@ static void the_children_of_a_killed_parent_exit(void **state) {
     assert_true(found);
     uint64_t until = st_deadline_after(5 * TS_SEC);
     for (int i = 0; i < 3; i++) {
-        while (!gone_or_zombie(pids[i]) && st_now_ns() < until)
+        while (!ts_process_gone(pids[i]) && st_now_ns() < until)
             sleep_ms(1);
-        assert_true(gone_or_zombie(pids[i]));
+        assert_true(ts_process_gone(pids[i]));
     }
 }
 

@@ -493,12 +493,6 @@ static void a_result_of_another_identity_is_refused(void **state) {
 
 /* ---- control calls ------------------------------------------------------ */
 
-static int no_op(const strata_task_view *a, void *user) {
-    (void)a;
-    (void)user;
-    return 0;
-}
-
 /* Publish dispatch `id` of callable `digest` (no arguments) in task frame i. */
 static void publish_task(st_mbox *m, uint32_t i, uint64_t id, const st_digest *digest) {
     st_mbox_frame *f = st_mbox_task(m, i);
@@ -527,7 +521,7 @@ static void a_child_takes_two_new_frames_in_dispatch_order(void **state) {
     reset_page();
     strata_worker *w = new_worker(STRATA_HOST_THREAD, 1, 0);
     strata_callable noop;
-    assert_ok(strata_worker_register_sub(w, "noop", no_op, NULL, &noop));
+    assert_ok(strata_worker_register_sub(w, "noop", ts_noop_sub, NULL, &noop));
     st_proc_ep *p = add_child(w, &ordering_kind, "ordering child");
     assert_ok(strata_worker_init(w));
     st_mbox *m = st_proc_ep_mbox(p);
