@@ -276,7 +276,7 @@ static int serve_frame(uint32_t i, const st_proc_kind *kind) {
  * would be refused there ("cannot reorder before the active dispatch"). The
  * id is read after the state's acquire, as serve_frame reads it; a frame
  * that is not live sorts last (its id is not looked at). */
-static uint32_t serving_order(uint32_t nframes, uint32_t order[ST_MBOX_TASK_FRAMES]) {
+static void serving_order(uint32_t nframes, uint32_t order[ST_MBOX_TASK_FRAMES]) {
     uint64_t key[ST_MBOX_TASK_FRAMES];
     for (uint32_t i = 0; i < nframes; i++) {
         st_mbox_frame *f = st_mbox_task(loop_.m, i);
@@ -291,7 +291,6 @@ static uint32_t serving_order(uint32_t nframes, uint32_t order[ST_MBOX_TASK_FRAM
         }
         order[at] = i;
     }
-    return nframes;
 }
 
 /* ---- control calls ------------------------------------------------------ */
@@ -469,8 +468,8 @@ int st_proc_child_main(st_proc_ep *p) {
             moved = 1;
         }
         uint32_t order[ST_MBOX_TASK_FRAMES];
-        uint32_t nframes = serving_order(kind->frames, order);
-        for (uint32_t k = 0; k < nframes; k++)
+        serving_order(kind->frames, order);
+        for (uint32_t k = 0; k < kind->frames; k++)
             moved |= serve_frame(order[k], kind);
         if (kind->poll)
             kind->poll(loop_.self, loop_.m);

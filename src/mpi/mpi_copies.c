@@ -36,16 +36,14 @@
  * record says it does not hold it, so it is never read (memory, never a
  * wrong read), but the child's bytes exceed what cache_bytes counts. */
 static int queue_drop(mpi_ep *ep, uint64_t id, uint64_t bytes) {
+    ep->cache_bytes = ep->cache_bytes > bytes ? ep->cache_bytes - bytes : 0;
     if (ep->ndrops == ep->capdrops) {
         uint64_t *nd =
             st_grow(ep->drops, &ep->capdrops, ep->ndrops + 1, sizeof *nd, 32, NULL, "drop list");
-        if (!nd) {
-            ep->cache_bytes = ep->cache_bytes > bytes ? ep->cache_bytes - bytes : 0;
+        if (!nd)
             return 0;
-        }
         ep->drops = nd;
     }
-    ep->cache_bytes = ep->cache_bytes > bytes ? ep->cache_bytes - bytes : 0;
     ep->drops[ep->ndrops++] = id;
     return 1;
 }

@@ -564,6 +564,7 @@ static void task_done(done_list *dl, mpi_ep *ep, const st_mpi_hdr *h, const uint
         return;
     }
     mpi_task *t = &ep->task[h->slot];
+    t->dropped = h->arg0; /* the copies the child does not keep (mpi_frame.h), ok or not */
     if (h->status != STRATA_OK) {
         int status =
             h->status == STRATA_ETASK || h->status == STRATA_ENOMEM ? h->status : STRATA_EENDPOINT;
@@ -572,7 +573,6 @@ static void task_done(done_list *dl, mpi_ep *ep, const st_mpi_hdr *h, const uint
         memcpy(msg, body, n);
         msg[n] = '\0';
         t->done_status = status; /* nothing comes back; done once the sends are */
-        t->dropped = h->arg0;    /* the copies the child does not keep (mpi_frame.h) */
         mpi_ep *gone = NULL;
         for (uint32_t i = 0; i < t->d.args->ntensors && !gone; i++)
             if (t->gone >> i & 1)
@@ -611,7 +611,6 @@ static void task_done(done_list *dl, mpi_ep *ep, const st_mpi_hdr *h, const uint
     }
     t->done_status = STRATA_OK;
     t->done_msg[0] = '\0';
-    t->dropped = h->arg0;
     atomic_store(&t->state, T_RECV);
 }
 

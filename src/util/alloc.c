@@ -32,7 +32,7 @@ static _Atomic uint64_t hook_failed;
  * ("failed to allocate 0x1ee3ffffff000 bytes"). Eight bytes fit the static
  * TLS surplus glibc keeps for dlopened objects. */
 static _Thread_local __attribute__((tls_model("initial-exec"))) uint64_t tls_epoch;
-static _Atomic int64_t live_maps;        /* mappings are rare: always counted */
+static _Atomic int64_t live_maps; /* mappings are rare: always counted */
 
 /* Whether this allocation is one the armed plan makes fail (counting it). */
 static __attribute__((noinline, cold)) int hook_says_fail(void) {
