@@ -629,6 +629,19 @@ void st_chip_driver_stop(st_chip_driver *ep) {
     pthread_mutex_unlock(&ep->mu);
 }
 
+void st_chip_driver_unstart(st_chip_driver *ep) {
+    if (!ep->started)
+        return;
+    st_chip_driver_stop(ep);
+    pthread_join(ep->thread, NULL);
+    pthread_mutex_lock(&ep->mu);
+    ep->started = 0;
+    ep->stopping = 0; /* a later start serves again */
+    ep->has_waiter = 0;
+    ep->nthreads = 0;
+    pthread_mutex_unlock(&ep->mu);
+}
+
 void st_chip_driver_destroy(st_chip_driver *ep) {
     if (ep->started)
         pthread_join(ep->thread, NULL);

@@ -129,6 +129,9 @@ void st_chip_driver_init(st_chip_driver *drv, strata_chip *chip, const char *lab
 /* Start the driver's threads. STRATA_OK, or STRATA_ENOMEM (nothing started:
  * the driver then refuses every task as stopping). */
 int st_chip_driver_start(st_chip_driver *drv);
+/* Undo a start whose worker's init failed (no task was dispatched): stop and
+ * join its threads; a later start serves again. Nothing if never started. */
+void st_chip_driver_unstart(st_chip_driver *drv);
 /* Take a task (never blocks). record: the record to use (0..CHIP_EP_TASKS-1),
  * or -1 for any free one. STRATA_OK, or STRATA_EENDPOINT with why (cap bytes)
  * when the driver is stopping or poisoned or has no free record: the owner

@@ -1,7 +1,8 @@
 /* exec/chip_endpoint.c - a chip as a thread-hosted next-level child of an L3
  * worker: the endpoint over an in-process chip's driver.
  *
- * Owns: the endpoint's operations (dispatch, activate, stop, destroy) on top
+ * Owns: the endpoint's operations (dispatch, activate, stop, destroy, and the
+ * driver's start in the worker's phase 2: start_threads, unstart) on top
  * of exec/chip_driver (which drives the lane: task records, threads, leased
  * submits, activation, releases), the completion of a task the driver
  * refuses, and handing the driver's completions to the engine.
@@ -56,6 +57,19 @@ static void chip_ep_stop(st_endpoint *base) {
     st_chip_driver_stop(&((chip_ep *)base)->drv);
 }
 
+/* Phase 2 of the worker's init (every process of its tree is forked): the
+ * driver's threads start here, never when the chip is added. */
+static int chip_ep_start_threads(st_endpoint *base) {
+    chip_ep *ep = (chip_ep *)base;
+    if (ep->drv.started)
+        return STRATA_OK;
+    return st_chip_driver_start(&ep->drv);
+}
+
+static void chip_ep_unstart(st_endpoint *base) {
+    st_chip_driver_unstart(&((chip_ep *)base)->drv);
+}
+
 static void chip_ep_destroy(st_endpoint *base) {
     chip_ep *ep = (chip_ep *)base;
     st_chip_driver_destroy(&ep->drv); /* joins its threads */
@@ -73,4 +87,6 @@ const st_endpoint_ops st_chip_ep_ops = {
     .activate = chip_ep_activate,
     .stop = chip_ep_stop,
     .destroy = chip_ep_destroy,
+    .start_threads = chip_ep_start_threads,
+    .unstart = chip_ep_unstart,
 };

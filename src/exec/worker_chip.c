@@ -2,7 +2,7 @@
  * adding a chip, chip programs of a worker, and chip device memory.
  *
  * Owns: creating a chip's endpoint (strata_worker_add_chip: a thread-hosted
- * chip endpoint and its driver's threads, or a process chip forked at init:
+ * chip endpoint, whose driver threads start at init, or a process chip forked at init:
  * exec/chip_child.c), registering a chip program as a worker callable, and
  * the chip buffers allocated through the worker, for both hostings (their
  * list, st_chip_buffers, lives in the endpoint record of a thread chip or the
@@ -47,12 +47,8 @@ static int add_thread_chip(strata_worker *w, const strata_chip_config *cfg, int 
     }
     snprintf(ep->base.label, sizeof ep->base.label, "%d (%s)", *worker_id,
              strata_chip_label(ep->chip));
-    st_chip_ep_setup(ep);
-    /* From here the worker owns the endpoint: a failure leaves it to close
-     * (the driver then refuses every task as stopping). */
-    return st_chip_driver_start(&ep->drv) == STRATA_OK
-               ? STRATA_OK
-               : st_fail(STRATA_ENOMEM, "strata_worker_add_chip: cannot start the endpoint thread");
+    st_chip_ep_setup(ep); /* its threads start in the worker's init (chip_ep_start_threads) */
+    return STRATA_OK;
 }
 
 int strata_worker_add_chip(strata_worker *w, const strata_chip_config *cfg, int *worker_id) {

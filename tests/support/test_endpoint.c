@@ -1,9 +1,11 @@
 /* tests/support/test_endpoint.c - the scriptable test endpoint.
  *
- * Owns: its thread, its dispatch log (under its own mutex: protects the log,
- * the held-task flag and the activation list; never held while calling the
- * engine) and a one-task mailbox like the thread endpoint's.
- * Must never: complete a task twice or block the dispatching thread.
+ * Owns: its thread (started in the worker's phase 2, start_threads: a thread
+ * running while init forks process children could hold a sanitizer's or the
+ * allocator's lock that the child then waits for), its dispatch log (under its own mutex: protects
+ * the log, the held-task flag and the activation list; never held while calling the engine) and a
+ * one-task mailbox like the thread endpoint's. Must never: complete a task twice or block the
+ * dispatching thread.
  */
 #include "test_endpoint.h"
 
@@ -130,10 +132,35 @@ static void test_ep_stop(st_endpoint *base) {
     st_event_set(&ep->mbox, MBOX_STOP);
 }
 
-static void test_ep_destroy(st_endpoint *base) {
+/* Phase 2 of the worker's init: every process of the tree is forked. */
+static int test_ep_start_threads(st_endpoint *base) {
     st_test_ep *ep = (st_test_ep *)base;
     if (ep->started)
-        pthread_join(ep->thread, NULL);
+        return STRATA_OK;
+    if (pthread_create(&ep->thread, NULL, test_ep_main, ep) != 0)
+        return st_fail(STRATA_ENOMEM, "test endpoint: cannot start its thread");
+    ep->started = 1;
+    return STRATA_OK;
+}
+
+static void join_thread(st_test_ep *ep) {
+    if (!ep->started)
+        return;
+    st_event_set(&ep->mbox, MBOX_STOP); /* also when the worker never stopped it */
+    pthread_join(ep->thread, NULL);
+    ep->started = 0;
+}
+
+/* The worker's init failed: back to never started (a retry starts it). */
+static void test_ep_unstart(st_endpoint *base) {
+    st_test_ep *ep = (st_test_ep *)base;
+    join_thread(ep);
+    atomic_store(&ep->mbox.value, MBOX_IDLE);
+}
+
+static void test_ep_destroy(st_endpoint *base) {
+    st_test_ep *ep = (st_test_ep *)base;
+    join_thread(ep);
     /* A finisher may still be inside st_event_set on our hold word. */
     while (atomic_load(&ep->finishing) != 0)
         sched_yield();
@@ -148,6 +175,8 @@ static const st_endpoint_ops test_ep_ops = {
     .activate = test_ep_activate,
     .stop = test_ep_stop,
     .destroy = test_ep_destroy,
+    .start_threads = test_ep_start_threads,
+    .unstart = test_ep_unstart,
 };
 
 int st_test_ep_add(strata_worker *w, const st_test_ep_config *cfg, int *worker_id,
@@ -166,9 +195,6 @@ int st_test_ep_add(strata_worker *w, const st_test_ep_config *cfg, int *worker_i
         return rc;
     }
     snprintf(ep->base.label, sizeof ep->base.label, "%d (test)", *worker_id);
-    if (pthread_create(&ep->thread, NULL, test_ep_main, ep) != 0)
-        return st_fail(STRATA_ENOMEM, "test endpoint: cannot start its thread");
-    ep->started = 1;
     if (out)
         *out = ep;
     return STRATA_OK;

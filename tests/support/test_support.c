@@ -7,6 +7,7 @@
  * Must never: assert from a task body (they run on sub worker threads:
  * they count and report instead), or leave a worker behind.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -134,8 +135,21 @@ static void add_sim_chip(ts_worker *t, int i, const strata_sim_injection *inj) {
     assert_ok(strata_worker_add_chip(t->w, &cc, &t->chip_id[i]));
 }
 
+int ts_thread_count(void) {
+    DIR *d = opendir("/proc/self/task");
+    if (!d)
+        return -1;
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d)) != NULL;)
+        if (e->d_name[0] != '.')
+            n++;
+    closedir(d);
+    return n;
+}
+
 void ts_worker_open(ts_worker *t, const ts_worker_opts *o) {
     assert_true(o->endpoints >= 0 && o->endpoints <= TS_MAX_ENDPOINTS);
+    int threads_before = ts_thread_count();
     assert_true(o->chips >= 0 && o->chips <= TS_MAX_CHIPS);
     memset(t, 0, sizeof *t);
     assert_ok(strata_worker_create(&o->cfg, &t->w));
@@ -152,6 +166,11 @@ void ts_worker_open(ts_worker *t, const ts_worker_opts *o) {
                                              o->subs[i].out));
     if (o->before_init)
         o->before_init(t->w, o->before_init_ctx);
+    /* Nothing added before init starts a thread: init forks process
+     * children, and a thread running at a fork (in its start-up, inside a
+     * sanitizer's or the allocator's lock) can leave the child a lock that
+     * no thread of it releases. */
+    assert_int_equal(ts_thread_count(), threads_before);
     assert_ok(strata_worker_init(t->w));
     for (int i = 0; i < TS_MAX_BUFFERS && o->buffers[i]; i++)
         assert_ok(strata_buffer_create(t->w, o->buffers[i], &t->buf[i]));

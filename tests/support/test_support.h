@@ -39,6 +39,9 @@ void ts_shared_free(void *p, size_t n, size_t size);
 /* 1 if process pid is gone: reaped, or a zombie (its memory and its share of
  * any IPC are released; only its exit status waits for a parent). */
 int ts_process_gone(int pid);
+/* Threads of this process now (the entries of /proc/self/task; -1 if it
+ * cannot be read). */
+int ts_thread_count(void);
 
 /* Assert a strata call returned `expected`, printing strata_error_message() otherwise. */
 #define assert_status(expected, expr)                                                              \

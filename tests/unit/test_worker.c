@@ -208,6 +208,41 @@ static void config_heap_ring_bytes_must_be_a_multiple_of_1024(void **state) {
     }
 }
 
+/* strata_worker_init forks the process children first: nothing added before
+ * it (a thread-hosted sim chip, a next-level endpoint) may start a thread,
+ * or a thread in its start-up at a fork could leave the child a lock that
+ * no thread of it releases (a sanitizer's, an allocator's). */
+static void *no_op_thread(void *arg) {
+    return arg;
+}
+
+static void children_added_before_init_start_no_thread_until_init(void **state) {
+    (void)state;
+    pthread_t t; /* a first thread: ThreadSanitizer starts its own helper thread with it */
+    assert_int_equal(pthread_create(&t, NULL, no_op_thread, NULL), 0);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    int before = ts_thread_count();
+    assert_true(before >= 1);
+    strata_worker_config cfg;
+    strata_worker_config_init(&cfg);
+    cfg.sub_workers = 1;
+    cfg.sub_mode = STRATA_HOST_PROCESS;
+    strata_worker *w;
+    assert_ok(strata_worker_create(&cfg, &w));
+    strata_chip_config cc;
+    strata_chip_config_init(&cc);
+    cc.kernel_module = STRATA_SIM_TEST_KERNELS_PATH;
+    int chip, ep_id;
+    assert_ok(strata_worker_add_chip(w, &cc, &chip));
+    assert_ok(st_test_ep_add(w, NULL, &ep_id, NULL));
+    assert_int_equal(ts_thread_count(), before);
+    assert_ok(strata_worker_init(w));
+    assert_true(ts_thread_count() > before); /* they start at init */
+    assert_ok(strata_worker_close(w));
+    strata_worker_destroy(w);
+    assert_int_equal(ts_thread_count(), before);
+}
+
 /* Moved from test_api_errors.c. */
 static void config_sub_mode_is_thread_or_process(void **state) {
     (void)state;
@@ -681,6 +716,7 @@ int main(void) {
         cmocka_unit_test(config_pipeline_depth_must_be_1_or_2),
         cmocka_unit_test(config_heap_ring_bytes_must_be_a_multiple_of_1024),
         cmocka_unit_test(config_sub_mode_is_thread_or_process),
+        cmocka_unit_test(children_added_before_init_start_no_thread_until_init),
         cmocka_unit_test(config_other_limits_are_checked),
         cmocka_unit_test(config_defaults_are_documented_values),
         cmocka_unit_test(the_default_sub_workers_follow_the_cpus_we_may_use),

@@ -173,8 +173,10 @@ static void stop_cores(sim_device *dev) {
     dev->started = 0;
 }
 
-static int start_cores(sim_device *dev, strata_backend_msg *m) {
-    for (uint32_t i = 0; i < dev->ncores; i++) {
+/* dev->mu held. The cores not yet started (all of them at the first
+ * launch; those a failed start left out at a later one). */
+int sim_device_start_cores(sim_device *dev, strata_backend_msg *m) {
+    for (uint32_t i = dev->started; i < dev->ncores; i++) {
         sim_core_arg *arg = st_malloc(sizeof *arg);
         if (!arg)
             return sim_fail(m, STRATA_BACKEND_ERROR,
@@ -243,9 +245,10 @@ int sim_open(const strata_backend_open_params *p, void **out, strata_backend_msg
     }
     pthread_mutex_init(&dev->mu, NULL);
     pthread_cond_init(&dev->work_cv, NULL);
+    /* The cores start at the first launch, not here: a chip is opened when
+     * it is added to a worker, before the worker's init forks its process
+     * children, and no thread may run at those forks. */
     int rc = load_kernel_module(dev, p->kernel_module, m);
-    if (rc == 0)
-        rc = start_cores(dev, m);
     if (rc != 0) {
         destroy_device(dev);
         return rc;

@@ -138,6 +138,9 @@ int sim_register_program(void *dev, const strata_backend_program *p, uint32_t *i
 int sim_unregister_program(void *dev, uint32_t id, strata_backend_msg *m);
 /* Sleep (never spin) until a CLOCK_MONOTONIC deadline, without timer slack. */
 void sim_sleep_until_ns(uint64_t deadline_ns);
+/* dev->mu held: start the cores not yet running (at the first launch, not
+ * at open: see sim_open). 0, or a backend error (message in m). */
+int sim_device_start_cores(sim_device *dev, strata_backend_msg *m);
 /* Hand the launched run's blocks to the cores (mu held). */
 void sim_device_start_job(sim_device *dev, sim_run *run);
 
