@@ -278,6 +278,26 @@ int st_footprint_overlap(const st_footprint *a, const st_footprint *b) {
     return m == 0 ? 1 : boxes_meet(alo, an, blo, bn, m);
 }
 
+/* A contiguous vector's bytes [*lo, *hi): every byte of the range touched. */
+static inline int vector_range(const strata_tensor *t, uint64_t *lo, uint64_t *hi) {
+    if (t->rank != 1 || t->strides[0] != 1)
+        return 0;
+    *lo = t->offset;
+    *hi = t->offset + (uint64_t)t->shape[0] * elem_size(t->dtype);
+    return 1;
+}
+
+int st_views_overlap(const strata_tensor *a, const strata_tensor *b) {
+    uint64_t alo, ahi, blo, bhi;
+    if (vector_range(a, &alo, &ahi) && vector_range(b, &blo, &bhi))
+        return alo < ahi && blo < bhi && alo < bhi &&
+               blo < ahi; /* st_footprint_overlap's dense case */
+    st_footprint fa, fb;
+    st_footprint_of(a, &fa);
+    st_footprint_of(b, &fb);
+    return st_footprint_overlap(&fa, &fb);
+}
+
 int st_footprint_covers(const st_footprint *a, const st_footprint *b) {
     if (b->lo >= b->hi)
         return 1; /* nothing to cover */

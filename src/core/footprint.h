@@ -44,6 +44,11 @@ void st_footprint_whole(uint64_t nbytes, st_footprint *out);
 /* 0 only if a and b provably share no byte, else 1. */
 int st_footprint_overlap(const st_footprint *a, const st_footprint *b);
 
+/* st_footprint_overlap of two validated views' footprints, without building
+ * them where their byte ranges decide (both contiguous vectors: the
+ * commonest arguments, e.g. tiles of one buffer in one task). */
+int st_views_overlap(const strata_tensor *a, const strata_tensor *b);
+
 /* 1 only if every byte b touches is provably touched by a, else 0.
  * An empty b is covered by anything. */
 int st_footprint_covers(const st_footprint *a, const st_footprint *b);

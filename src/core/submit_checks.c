@@ -153,10 +153,7 @@ static inline int args_conflict(const strata_task_args *a, uint32_t i, const str
         return 0;
     if (!tracked_memory(a, i) || !tracked_memory(b, j))
         return 0;
-    st_footprint fi, fj;
-    st_footprint_of(ti, &fi);
-    st_footprint_of(tj, &fj);
-    return st_footprint_overlap(&fi, &fj);
+    return st_views_overlap(ti, tj);
 }
 
 /* Bit i set: argument i of a is tracked memory (tracked), and written (writers). */

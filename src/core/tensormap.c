@@ -10,7 +10,7 @@
  * Must never: lock, or allocate except to grow an array by doubling.
  *
  * Cells: a buffer's first entries sit in its general lists, which every
- * lookup walks. When TMAP_GRID_AFTER of them have gathered, the buffer gets a
+ * lookup walks. When ST_TMAP_GRID_AFTER of them have gathered, the buffer gets a
  * grid: the cell size and phase under which most of its newest entries lie
  * inside one cell (the tile size of a tiled buffer; for 2-D tiles of a
  * matrix, a row of tiles; see choose_grid). From then on an entry whose
@@ -45,7 +45,6 @@
 #define TMAP_INIT_KEYS 512u
 #define TMAP_INIT_ENTRIES 1024u
 #define TMAP_SWEEP_MIN 1024u
-#define TMAP_GRID_AFTER 16u   /* general entries before a buffer gets a grid */
 #define TMAP_CELLS_MIN 16384u /* cells a buffer may always have (128 KiB) */
 #define TMAP_CELLS_MAX (1u << 30)
 #define TMAP_NO_SHIFT 0xffu /* grid is not a power of two: divide */
@@ -219,7 +218,7 @@ static uint32_t get_or_create(st_tensormap *m, const strata_buffer_id *key) {
     k->slot = pos;
     k->general.writers = k->general.readers = ST_TMAP_NIL;
     k->ngeneral = k->ncelled = 0;
-    k->migrate_at = TMAP_GRID_AFTER;
+    k->migrate_at = ST_TMAP_GRID_AFTER;
     k->gridded = 0; /* grids[r] is read only once set (it is cold) */
     return r;
 }
@@ -439,7 +438,7 @@ static inline int home_cell(st_tensormap *m, const st_tmap_key *k, uint64_t lo, 
  * holding them all would spare no lookup anything). */
 static uint32_t grid_score(const uint64_t *lo, const uint64_t *hi, uint32_t n, uint64_t grid,
                            uint64_t phase) {
-    uint64_t cell[TMAP_GRID_AFTER];
+    uint64_t cell[ST_TMAP_GRID_AFTER];
     uint32_t held = 0, distinct = 0;
     for (uint32_t i = 0; i < n; i++) {
         if (lo[i] < phase || (lo[i] - phase) / grid != (hi[i] - 1 - phase) / grid)
@@ -451,7 +450,7 @@ static uint32_t grid_score(const uint64_t *lo, const uint64_t *hi, uint32_t n, u
         distinct += !seen;
         cell[held++] = c;
     }
-    return distinct * (TMAP_GRID_AFTER + 1) + held;
+    return distinct * (ST_TMAP_GRID_AFTER + 1) + held;
 }
 
 static int seen_before(const uint64_t *v, uint32_t n, uint64_t x) {
@@ -491,14 +490,14 @@ static uint64_t pow2_at_least(uint64_t x) {
  * a little less than its row of tiles), each phased on one of the entries,
  * the grid that spreads them best (grid_score; ties: the finer grid). Each
  * distinct (grid, phase) is scored once: one or two scores for tiles of one
- * size, at most 3 * TMAP_GRID_AFTER^2 of them, once per doubling of the
+ * size, at most 3 * ST_TMAP_GRID_AFTER^2 of them, once per doubling of the
  * general lists and only while no cell holds an entry. */
 static void choose_grid(st_tensormap *m, st_tmap_key *k) {
-    uint64_t lo[TMAP_GRID_AFTER], hi[TMAP_GRID_AFTER], cand[3 * TMAP_GRID_AFTER];
+    uint64_t lo[ST_TMAP_GRID_AFTER], hi[ST_TMAP_GRID_AFTER], cand[3 * ST_TMAP_GRID_AFTER];
     uint32_t n = 0, ncand = 0;
     uint32_t heads[2] = {k->general.writers, k->general.readers};
     for (int l = 0; l < 2; l++)
-        for (uint32_t e = heads[l]; e != ST_TMAP_NIL && n < TMAP_GRID_AFTER; e = m->pool[e].next)
+        for (uint32_t e = heads[l]; e != ST_TMAP_NIL && n < ST_TMAP_GRID_AFTER; e = m->pool[e].next)
             if (m->pool[e].hi > m->pool[e].lo) {
                 lo[n] = m->pool[e].lo;
                 hi[n] = m->pool[e].hi;
@@ -509,7 +508,8 @@ static void choose_grid(st_tensormap *m, st_tmap_key *k) {
                     cand[ncand++] = period;
                 n++;
             }
-    uint64_t best_grid = 0, best_phase = 0, grids[3 * TMAP_GRID_AFTER], phases[TMAP_GRID_AFTER];
+    uint64_t best_grid = 0, best_phase = 0, grids[3 * ST_TMAP_GRID_AFTER],
+             phases[ST_TMAP_GRID_AFTER];
     uint32_t best_score = 0, ngrids = 0;
     for (uint32_t i = 0; i < ncand; i++) {
         uint64_t grid = cand[i];
@@ -594,9 +594,9 @@ static int migrate(st_tensormap *m, st_tmap_key *k) {
         rc = rc ? rc : rc2;
     }
     uint64_t next = 2 * (uint64_t)k->ngeneral;
-    k->migrate_at = next < TMAP_GRID_AFTER ? TMAP_GRID_AFTER
-                    : next > UINT32_MAX    ? UINT32_MAX
-                                           : (uint32_t)next;
+    k->migrate_at = next < ST_TMAP_GRID_AFTER ? ST_TMAP_GRID_AFTER
+                    : next > UINT32_MAX       ? UINT32_MAX
+                                              : (uint32_t)next;
     return rc;
 }
 

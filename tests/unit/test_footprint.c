@@ -238,6 +238,8 @@ static void check_pair(const strata_tensor *ta, const strata_tensor *tb, int exa
     int real_ov = intersects(&ba, &bb);
     int ov = st_footprint_overlap(&fa, &fb);
     assert_int_equal(ov, st_footprint_overlap(&fb, &fa));
+    assert_int_equal(st_views_overlap(ta, tb), ov); /* the shortcut, where it applies */
+    assert_int_equal(st_views_overlap(tb, ta), ov);
     if (real_ov && !ov)
         fail_msg("overlap said disjoint for views sharing a byte (off %llu/%llu)",
                  (unsigned long long)ta->offset, (unsigned long long)tb->offset);
@@ -372,6 +374,29 @@ static void test_empty_views(void **state) {
     assert_false(st_footprint_covers(&e, &w));
 }
 
+/* Contiguous vectors meet by their byte ranges: 16-byte tiles of one buffer
+ * side by side do not, a range across a boundary does, an empty one never;
+ * a vector against a strided view takes the footprints' answer. */
+static void test_views_overlap_of_vectors_is_their_byte_ranges(void **state) {
+    (void)state;
+    int64_t n16[1] = {16}, n4[1] = {4}, n0[1] = {0}, one[1] = {1};
+    strata_tensor t0 = mk(STRATA_U8, 0, 1, n16, one), t1 = mk(STRATA_U8, 16, 1, n16, one);
+    strata_tensor across = mk(STRATA_F32, 12, 1, n4, one); /* bytes 12..27 */
+    strata_tensor empty = mk(STRATA_U8, 8, 1, n0, one);
+    assert_false(st_views_overlap(&t0, &t1));
+    assert_true(st_views_overlap(&t0, &t0));
+    assert_true(st_views_overlap(&across, &t0));
+    assert_true(st_views_overlap(&t1, &across));
+    assert_false(st_views_overlap(&empty, &t0));
+    assert_false(st_views_overlap(&empty, &empty));
+    int64_t sh[2] = {2, 4}, str[2] = {8, 1}; /* f32 bytes 0..15 and 32..47 */
+    strata_tensor rows = mk(STRATA_F32, 0, 2, sh, str);
+    st_footprint frows = fp_of(&rows), f0 = fp_of(&t0), f1 = fp_of(&t1);
+    assert_int_equal(st_views_overlap(&rows, &t1), st_footprint_overlap(&frows, &f1));
+    assert_int_equal(st_views_overlap(&t0, &rows), st_footprint_overlap(&f0, &frows));
+    assert_true(st_views_overlap(&rows, &t0));
+}
+
 static void test_matrix_tiles(void **state) {
     (void)state;
     /* 8x8 f32 matrix, 4x4 tiles */
@@ -483,6 +508,7 @@ int main(void) {
         cmocka_unit_test(test_vector_shortcut_matches_general_path),
         cmocka_unit_test(test_basic_fields),
         cmocka_unit_test(test_empty_views),
+        cmocka_unit_test(test_views_overlap_of_vectors_is_their_byte_ranges),
         cmocka_unit_test(test_matrix_tiles),
         cmocka_unit_test(test_interleaved_and_partial),
         cmocka_unit_test(test_random_views_brute_force),

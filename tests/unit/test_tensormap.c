@@ -968,28 +968,29 @@ static void test_cells_growth_failure(void **state) {
     st_tensormap *m = *state;
     static deps d;
     strata_buffer_id k = bid(1);
-    for (uint64_t i = 0; i < 16; i++) { /* general entries: the next insert makes the grid */
+    const uint64_t g = ST_TMAP_GRID_AFTER;
+    for (uint64_t i = 0; i < g; i++) { /* general entries: the next insert makes the grid */
         st_footprint f = tile(i);
         submit(m, &k, &f, STRATA_OUT, i + 1, &d);
     }
-    st_footprint t16 = tile(16);
+    st_footprint next = tile(g);
     st_alloc_fail_after(1, ST_ALLOC_FAIL_FROM, ST_ALLOC_THIS_THREAD);
-    assert_fails(STRATA_ENOMEM, "cells", st_tmap_insert_writer(m, &k, &t16, 17, 0));
+    assert_fails(STRATA_ENOMEM, "cells", st_tmap_insert_writer(m, &k, &next, g + 1, 0));
     st_alloc_hook_off();
     assert_true(st_alloc_failed() >= 1);
-    assert_int_equal(st_tmap_live_entries(m), 16); /* nothing half stored */
-    for (uint64_t i = 0; i < 16; i++) {
+    assert_int_equal(st_tmap_live_entries(m), g); /* nothing half stored */
+    for (uint64_t i = 0; i < g; i++) {
         st_footprint f = tile(i);
         submit(m, &k, &f, STRATA_IN, 100 + i, &d);
         assert_int_equal(d.n, 1);
         assert_int_equal(d.ref[0], i + 1);
     }
-    submit(m, &k, &t16, STRATA_OUT, 17, &d);
+    submit(m, &k, &next, STRATA_OUT, g + 1, &d);
     assert_int_equal(d.n, 0);
     assert_true(key_rec(m, &k)->ncelled > 0);
-    st_footprint all = whole(17 * TILE);
+    st_footprint all = whole((g + 1) * TILE);
     submit(m, &k, &all, STRATA_OUT, 200, &d);
-    assert_int_equal(d.n, 33);
+    assert_int_equal(d.n, 2 * g + 1); /* every writer and every reader */
 }
 
 /* ---- randomized: exactly the producers of a brute-force entry list --------- */
