@@ -289,9 +289,9 @@ static inline int vector_range(const strata_tensor *t, uint64_t *lo, uint64_t *h
 
 int st_views_overlap(const strata_tensor *a, const strata_tensor *b) {
     uint64_t alo, ahi, blo, bhi;
+    /* st_footprint_overlap's dense case: both ranges non-empty and meeting */
     if (vector_range(a, &alo, &ahi) && vector_range(b, &blo, &bhi))
-        return alo < ahi && blo < bhi && alo < bhi &&
-               blo < ahi; /* st_footprint_overlap's dense case */
+        return alo < ahi && blo < bhi && alo < bhi && blo < ahi;
     st_footprint fa, fb;
     st_footprint_of(a, &fa);
     st_footprint_of(b, &fb);

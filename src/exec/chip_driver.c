@@ -630,11 +630,11 @@ void st_chip_driver_stop(st_chip_driver *ep) {
 }
 
 void st_chip_driver_unstart(st_chip_driver *ep) {
-    if (!ep->started)
-        return;
-    st_chip_driver_stop(ep);
-    pthread_join(ep->thread, NULL);
-    pthread_mutex_lock(&ep->mu);
+    if (ep->started) {
+        st_chip_driver_stop(ep);
+        pthread_join(ep->thread, NULL);
+    }
+    pthread_mutex_lock(&ep->mu); /* also after a failed start, which set stopping */
     ep->started = 0;
     ep->stopping = 0; /* a later start serves again */
     ep->has_waiter = 0;

@@ -130,7 +130,8 @@ void st_chip_driver_init(st_chip_driver *drv, strata_chip *chip, const char *lab
  * the driver then refuses every task as stopping). */
 int st_chip_driver_start(st_chip_driver *drv);
 /* Undo a start whose worker's init failed (no task was dispatched): stop and
- * join its threads; a later start serves again. Nothing if never started. */
+ * join its threads if they run; a later start serves again (after a failed
+ * start too). */
 void st_chip_driver_unstart(st_chip_driver *drv);
 /* Take a task (never blocks). record: the record to use (0..CHIP_EP_TASKS-1),
  * or -1 for any free one. STRATA_OK, or STRATA_EENDPOINT with why (cap bytes)

@@ -3,14 +3,12 @@
  * it starts, and a failed init stops and reaps everything it started.
  *
  * Owns: an L4 (process subs) with two thread-hosted L3 children (process subs,
- * one with a process chip) and a process-hosted L3 child, whose every fork made in
- * this process during init sees exactly one thread (this one: cmocka is
- * single-threaded and nothing of the tree runs before init); a failing
- * process child added after a thread-hosted child Worker fails the init,
- * leaves no child process and no thread behind, and a retry works.
- * No concurrency label: it forks (it runs under ASan+UBSan).
+ * one with a process chip, one with a thread chip) and a process-hosted L3 child, whose every fork
+ * made in this process during init sees exactly one thread (this one: cmocka is single-threaded and
+ * nothing of the tree runs before init); a failing process child added after a thread-hosted child
+ * Worker fails the init, leaves no child process and no thread behind, and a retry works. No
+ * concurrency label: it forks (it runs under ASan+UBSan).
  */
-#include <dirent.h>
 #include <pthread.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -20,17 +18,6 @@
 
 #include "strata/chip.h"
 
-static int count_threads(void) {
-    DIR *d = opendir("/proc/self/task");
-    if (!d)
-        return -1;
-    int n = 0;
-    for (struct dirent *e; (e = readdir(d));)
-        n += e->d_name[0] != '.';
-    closedir(d);
-    return n;
-}
-
 /* The fork hook: in this process only (a process child forking its own
  * children runs it too, with threads of its own), while armed. */
 static pid_t g_test_pid;
@@ -39,7 +26,7 @@ static int g_armed, g_forks, g_max_threads;
 static void before_fork(void) {
     if (!g_armed || getpid() != g_test_pid)
         return;
-    int n = count_threads();
+    int n = ts_thread_count();
     g_forks++;
     if (n > g_max_threads || n < 0)
         g_max_threads = n < 0 ? 1000 : n;
@@ -56,6 +43,17 @@ static int l3_setup(strata_worker *w, void *user) {
     return strata_worker_add_chip(w, &cc, &id);
 }
 
+/* A thread-hosted chip: its threads start in its L3's phase 2, after every
+ * fork of the whole tree (it used to start them when added, here before
+ * the L4's process child was forked). */
+static int l3_thread_chip_setup(strata_worker *w, void *user) {
+    (void)user;
+    strata_chip_config cc;
+    strata_chip_config_init(&cc);
+    int id;
+    return strata_worker_add_chip(w, &cc, &id);
+}
+
 static int picky_setup(strata_worker *w, void *user) {
     (void)w;
     (void)user;
@@ -65,8 +63,8 @@ static int picky_setup(strata_worker *w, void *user) {
 }
 
 /* L4: 2 process subs, child 0 thread-hosted (L3: 2 process subs, a process
- * chip), child 1 thread-hosted (L3: 1 process sub), child 2 process-hosted
- * (L3 with `setup`). */
+ * chip), child 1 thread-hosted (L3: 1 process sub, a thread chip), child 2
+ * process-hosted (L3 with `setup`). */
 static strata_worker *open_tree(strata_child_setup_fn setup, const char *name) {
     strata_worker_config wc;
     strata_worker_config_init(&wc);
@@ -85,7 +83,7 @@ static strata_worker *open_tree(strata_child_setup_fn setup, const char *name) {
     int id = -1;
     assert_ok(strata_worker_add_child(w, &cc, &id));
     cc.worker.sub_workers = 1; /* a second one: its forks come after the first's phase 1 */
-    cc.setup = NULL;
+    cc.setup = l3_thread_chip_setup;
     assert_ok(strata_worker_add_child(w, &cc, &id));
     strata_child_config_init(&cc);
     cc.worker.level = 3;
@@ -99,7 +97,7 @@ static strata_worker *open_tree(strata_child_setup_fn setup, const char *name) {
 static void no_thread_of_the_tree_exists_at_any_fork(void **state) {
     (void)state;
     strata_worker *w = open_tree(NULL, NULL);
-    assert_int_equal(count_threads(), 1); /* nothing of the tree runs before init */
+    assert_int_equal(ts_thread_count(), 1); /* nothing of the tree runs before init */
     g_forks = g_max_threads = 0;
     g_armed = 1;
     int rc = strata_worker_init(w);
@@ -108,10 +106,10 @@ static void no_thread_of_the_tree_exists_at_any_fork(void **state) {
     /* here: L4's 2 subs, its process child, the thread children's 2 + 1 subs and chip */
     assert_int_equal(g_forks, 7);
     assert_int_equal(g_max_threads, 1);
-    assert_true(count_threads() > 1); /* and the threads run now */
+    assert_true(ts_thread_count() > 1); /* and the threads run now */
     strata_worker_destroy(w);
     assert_int_equal(waitpid(-1, NULL, WNOHANG), -1);
-    assert_int_equal(count_threads(), 1);
+    assert_int_equal(ts_thread_count(), 1);
 }
 
 static void a_failed_init_reaps_the_whole_tree_and_may_be_retried(void **state) {
@@ -126,14 +124,14 @@ static void a_failed_init_reaps_the_whole_tree_and_may_be_retried(void **state) 
     assert_int_equal(g_forks, 7); /* the thread children's subtrees had been forked */
     /* nothing it started is left: no child process, no thread */
     assert_int_equal(waitpid(-1, NULL, WNOHANG), -1);
-    assert_int_equal(count_threads(), 1);
+    assert_int_equal(ts_thread_count(), 1);
     /* the worker is as created: a retry forks everything again */
     g_fail_setup = 0;
     assert_ok(strata_worker_init(w));
-    assert_true(count_threads() > 1);
+    assert_true(ts_thread_count() > 1);
     strata_worker_destroy(w);
     assert_int_equal(waitpid(-1, NULL, WNOHANG), -1);
-    assert_int_equal(count_threads(), 1);
+    assert_int_equal(ts_thread_count(), 1);
 }
 
 static void a_failed_init_then_destroy_leaves_nothing(void **state) {
@@ -143,7 +141,7 @@ static void a_failed_init_then_destroy_leaves_nothing(void **state) {
     assert_fails(STRATA_EENDPOINT, "picky", strata_worker_init(w));
     strata_worker_destroy(w);
     assert_int_equal(waitpid(-1, NULL, WNOHANG), -1);
-    assert_int_equal(count_threads(), 1);
+    assert_int_equal(ts_thread_count(), 1);
 }
 
 int main(void) {
