@@ -198,17 +198,23 @@ strata_tensor ts_i32(const strata_buffer *b, int64_t first, int64_t n, int64_t s
     return t;
 }
 
-int ts_process_gone(int pid) {
-    if (kill(pid, 0) == -1 && errno == ESRCH)
-        return 1;
-    char path[64], buf[256];
-    snprintf(path, sizeof path, "/proc/%d/stat", pid);
-    FILE *f = fopen(path, "r");
+char ts_stat_state(const char *stat_path) {
+    char buf[256];
+    FILE *f = fopen(stat_path, "r");
     if (!f)
-        return 1;
+        return '\0';
     size_t n = fread(buf, 1, sizeof buf - 1, f);
     fclose(f);
     buf[n] = '\0';
     const char *close_paren = strrchr(buf, ')'); /* the name may hold spaces and parens */
-    return close_paren && close_paren[1] == ' ' && close_paren[2] == 'Z';
+    return close_paren && close_paren[1] == ' ' ? close_paren[2] : '?';
+}
+
+int ts_process_gone(int pid) {
+    if (kill(pid, 0) == -1 && errno == ESRCH)
+        return 1;
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/stat", pid);
+    char state = ts_stat_state(path);
+    return state == '\0' || state == 'Z';
 }

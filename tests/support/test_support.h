@@ -39,6 +39,9 @@ void ts_shared_free(void *p, size_t n, size_t size);
 /* 1 if process pid is gone: reaped, or a zombie (its memory and its share of
  * any IPC are released; only its exit status waits for a parent). */
 int ts_process_gone(int pid);
+/* The state letter of a /proc/<pid>[/task/<tid>]/stat file ('S' sleeping,
+ * 'Z' zombie, ...): '\0' if the file is gone, '?' if it cannot be parsed. */
+char ts_stat_state(const char *stat_path);
 /* Threads of this process now (the entries of /proc/self/task; -1 if it
  * cannot be read). */
 int ts_thread_count(void);

@@ -44,16 +44,10 @@ static int eventually(int (*cond)(void *), void *arg) {
 
 /* The scheduler state of thread `tid` of this process ('S': sleeping). */
 static char thread_state(pid_t tid) {
-    char path[64], buf[256];
+    char path[64];
     snprintf(path, sizeof path, "/proc/self/task/%d/stat", (int)tid);
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return '?';
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    const char *close_paren = strrchr(buf, ')'); /* "tid (comm) S ..." */
-    return close_paren && close_paren[1] == ' ' ? close_paren[2] : '?';
+    char state = ts_stat_state(path);
+    return state ? state : '?';
 }
 
 /* ---- the raw futex ----------------------------------------------------------------- */

@@ -122,16 +122,10 @@ static int distinct_threads(const ctx *c, int n) {
 
 /* /proc/self/task/<tid> is gone (or a zombie) once the thread ended. */
 static int thread_ended(pid_t tid) {
-    char path[64], buf[256];
+    char path[64];
     snprintf(path, sizeof path, "/proc/self/task/%d/stat", (int)tid);
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return 1;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    const char *p = strrchr(buf, ')');
-    return p && (p[2] == 'Z' || p[2] == 'X');
+    char state = ts_stat_state(path);
+    return state == '\0' || state == 'Z' || state == 'X';
 }
 
 static void check_every_sub_worker_runs_tasks(int nsubs, uint32_t spin_ns) {
