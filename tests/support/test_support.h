@@ -173,6 +173,9 @@ void ts_worker_open(ts_worker *t, const ts_worker_opts *o);
  * buffers, and assert that no gated task timed out. */
 void ts_worker_close(ts_worker *t);
 
+/* The test destroyed t->w itself (strata_worker_destroy): t forgets it. */
+void ts_worker_forget(ts_worker *t);
+
 /* Let every "gate" task (running or later) finish. */
 void ts_gate_open(ts_worker *t);
 

@@ -600,7 +600,7 @@ static void destroy_waits_for_a_released_live_run(void **state) {
     pthread_join(t, NULL);
     assert_int_equal(atomic_load(&f->t.counter), 1); /* the later run's task ran too */
     assert_int_equal(atomic_load(&f->t.gate_timeouts), 0);
-    f->t.w = NULL;
+    ts_worker_forget(&f->t);
     for (int i = 0; i < TS_MAX_BUFFERS; i++)
         assert_null(f->t.buf[i]);
     free(f);
