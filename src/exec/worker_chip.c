@@ -2,12 +2,12 @@
  * adding a chip, chip programs of a worker, and chip device memory.
  *
  * Owns: creating a chip's endpoint (strata_worker_add_chip: a thread-hosted
- * chip endpoint, whose driver threads start at init, or a process chip forked at init:
- * exec/chip_child.c), registering a chip program as a worker callable, and
- * the chip buffers allocated through the worker, for both hostings (their
- * list, st_chip_buffers, lives in the endpoint record of a thread chip or the
- * parent's record of a process chip, under its `mu`; a process chip's device
- * calls are control calls to its process).
+ * chip endpoint, whose driver threads start at init, or a process chip
+ * forked at init: exec/chip_child.c), registering a chip program as a
+ * worker callable, and the chip buffers allocated through the worker, for
+ * both hostings (their list, st_chip_buffers, lives in the endpoint record
+ * of a thread chip or the parent's record of a process chip, under its
+ * `mu`; a process chip's device calls are control calls to its process).
  * Must never: hold the engine lock while taking a buffer list's `mu` (the
  * endpoint is found first, with the lock taken and dropped inside
  * st_worker_next_endpoint), hold `mu` across a device or control call, or

@@ -1,11 +1,12 @@
 /* tests/support/test_endpoint.c - the scriptable test endpoint.
  *
- * Owns: its thread (started in the worker's phase 2, start_threads: a thread
- * running while init forks process children could hold a sanitizer's or the
- * allocator's lock that the child then waits for), its dispatch log (under its own mutex: protects
- * the log, the held-task flag and the activation list; never held while calling the engine) and a
- * one-task mailbox like the thread endpoint's. Must never: complete a task twice or block the
- * dispatching thread.
+ * Owns: its thread (started in the worker's phase 2, start_threads: a
+ * thread running while init forks process children could hold a
+ * sanitizer's or the allocator's lock that the child then waits for), its
+ * dispatch log (under its own mutex: protects the log, the held-task flag
+ * and the activation list; never held while calling the engine) and a
+ * one-task mailbox like the thread endpoint's.
+ * Must never: complete a task twice or block the dispatching thread.
  */
 #include "test_endpoint.h"
 

@@ -2,12 +2,14 @@
  * up in two phases: every process of the tree is forked before any thread of
  * it starts, and a failed init stops and reaps everything it started.
  *
- * Owns: an L4 (process subs) with two thread-hosted L3 children (process subs,
- * one with a process chip, one with a thread chip) and a process-hosted L3 child, whose every fork
- * made in this process during init sees exactly one thread (this one: cmocka is single-threaded and
- * nothing of the tree runs before init); a failing process child added after a thread-hosted child
- * Worker fails the init, leaves no child process and no thread behind, and a retry works. No
- * concurrency label: it forks (it runs under ASan+UBSan).
+ * Owns: an L4 (process subs) with two thread-hosted L3 children (process
+ * subs; one with a process chip, one with a thread chip) and a
+ * process-hosted L3 child, whose every fork made in this process during
+ * init sees exactly one thread (this one: cmocka is single-threaded and
+ * nothing of the tree runs before init); a failing process child added
+ * after a thread-hosted child Worker fails the init, leaves no child
+ * process and no thread behind, and a retry works.
+ * No concurrency label: it forks (it runs under ASan+UBSan).
  */
 #include <pthread.h>
 #include <string.h>
