@@ -38,7 +38,7 @@ typedef void (*st_tmap_fp_fn)(void *ctx, uint64_t ref, uint32_t argpos, st_footp
 /* General entries before a buffer gets a grid, and the sample choose_grid
  * reads. 8, not 16: a buffer of a few tiles (a 2-wide layered graph keeps 4
  * alive) never gathered 16, so every lookup walked every tile's entries
- * (views of one buffer cost 1.15 x separate buffers in instructions there;
+ * (views of one buffer cost 1.11 x separate buffers in instructions there;
  * 1.08 x with 8, the same as with 4). */
 #define ST_TMAP_GRID_AFTER 8u
 

@@ -36,22 +36,13 @@ static void before_fork(void) {
 
 static int g_fail_setup; /* read by a process child's setup: its value at the fork */
 
-static int l3_setup(strata_worker *w, void *user) {
-    (void)user;
+/* One chip, hosted as *user says. A thread-hosted one starts its threads in
+ * its L3's phase 2, after every fork of the tree (it used to start them
+ * when added, before init). */
+static int l3_chip_setup(strata_worker *w, void *user) {
     strata_chip_config cc;
     strata_chip_config_init(&cc);
-    cc.host = STRATA_HOST_PROCESS;
-    int id;
-    return strata_worker_add_chip(w, &cc, &id);
-}
-
-/* A thread-hosted chip: its threads start in its L3's phase 2, after every
- * fork of the whole tree (it used to start them when added, here before
- * the L4's process child was forked). */
-static int l3_thread_chip_setup(strata_worker *w, void *user) {
-    (void)user;
-    strata_chip_config cc;
-    strata_chip_config_init(&cc);
+    cc.host = *(const strata_host_mode *)user;
     int id;
     return strata_worker_add_chip(w, &cc, &id);
 }
@@ -81,11 +72,14 @@ static strata_worker *open_tree(strata_child_setup_fn setup, const char *name) {
     cc.worker.sub_workers = 2;
     cc.worker.sub_mode = STRATA_HOST_PROCESS;
     cc.host = STRATA_HOST_THREAD;
-    cc.setup = l3_setup;
+    static const strata_host_mode process_chip = STRATA_HOST_PROCESS,
+                                  thread_chip = STRATA_HOST_THREAD;
+    cc.setup = l3_chip_setup;
+    cc.setup_user = (void *)&process_chip;
     int id = -1;
     assert_ok(strata_worker_add_child(w, &cc, &id));
     cc.worker.sub_workers = 1; /* a second one: its forks come after the first's phase 1 */
-    cc.setup = l3_thread_chip_setup;
+    cc.setup_user = (void *)&thread_chip;
     assert_ok(strata_worker_add_child(w, &cc, &id));
     strata_child_config_init(&cc);
     cc.worker.level = 3;

@@ -318,8 +318,8 @@ int sim_launch_run(void *devp, strata_native_run *storage, uint64_t epoch, strat
                       "injected launch fault: program '%s', kernel '%s' (launch 1 of %u) was "
                       "not started (code %d)",
                       r->program_name, first_kernel(r), r->nlaunches, r->fault_code);
-    if (rc == 0 && dev->started < dev->ncores)
-        rc = sim_device_start_cores(dev, m);
+    if (rc == 0)
+        rc = sim_device_start_cores(dev, m); /* once started, nothing to do */
     if (rc == 0) {
         dev->owner = r;
         r->phase = SIM_RUN_RUNNING;
