@@ -48,7 +48,7 @@ static mpi_session *session_of(strata_worker *w) {
 }
 
 static void ring(mpi_session *s) {
-    st_event_bump((st_event *)&s->bell);
+    st_event_bump(&s->bell);
 }
 
 /* ---- Frames: small sends and receives outside the progress thread --------------------- */
@@ -124,6 +124,7 @@ static int make_session(strata_worker *parent, mpi_session **out) {
         return st_fail_nomem("strata_worker_add_child: the MPI session", sizeof *s);
     s->l4 = parent;
     s->my_rank = strata_mpi_rank();
+    s->size = strata_mpi_size();
     pthread_mutex_init(&s->ctrl_mu, NULL);
     pthread_mutex_init(&s->writes_mu, NULL);
     st_dir_init(&s->dir);
@@ -905,9 +906,51 @@ static int poll_frames(done_list *dl, mpi_session *s, uint8_t *buf) {
  * caller's memory, and a dead one still is within a bound. */
 #define CTRL_XFER_NS_PER_BYTE 16ull
 
-static void heartbeat(done_list *dl, mpi_session *s, uint8_t *ping) {
+uint64_t st_mpi_bystander_heartbeat_ns(const mpi_session *s) {
+    uint64_t ns = 0;
+    for (int i = 0; i < s->n; i++)
+        if (s->eps[i]->heartbeat_ns > ns)
+            ns = s->eps[i]->heartbeat_ns;
+    return ns ? ns : ST_MPI_HEARTBEAT_DEFAULT_NS;
+}
+
+uint64_t st_mpi_bystander_startup_ns(const mpi_session *s) {
+    uint64_t ns = 0;
+    for (int i = 0; i < s->n; i++)
+        if (s->eps[i]->cfg.worker.startup_timeout_ns > ns)
+            ns = s->eps[i]->cfg.worker.startup_timeout_ns;
+    return ns;
+}
+
+static int has_bystanders(mpi_session *s) {
+    for (int r = 1; r < s->size; r++)
+        if (!ep_of_rank(s, r))
+            return 1;
+    return 0;
+}
+
+/* Every rank with no child of this L4 gets an unanswered PING each quarter
+ * of the bystander bound: it leaves when they stop (rank 0 gone), instead
+ * of waiting for a SHUTDOWN that will never come. A failed send is not
+ * an error of any child: nothing here is waited on. */
+static void ping_bystanders(mpi_session *s, uint64_t now) {
+    if (now - s->bystander_ping_ns <= st_mpi_bystander_heartbeat_ns(s) / 4)
+        return;
+    s->bystander_ping_ns = now;
+    for (int r = 1; r < s->size; r++) {
+        if (ep_of_rank(s, r))
+            continue;
+        MPI_Request req;
+        if (MPI_Isend(s->bystander_ping, ST_MPI_HDR_BYTES, MPI_BYTE, r, ST_MPI_TAG_FRAME,
+                      st_mpi_comm(), &req) == MPI_SUCCESS)
+            MPI_Request_free(&req); /* the frame is constant and outlives the send */
+    }
+}
+
+static void heartbeat(done_list *dl, mpi_session *s) {
     uint64_t now = st_now_ns();
     const mpi_ctrl *c = &s->ctrl;
+    ping_bystanders(s, now);
     for (int i = 0; i < s->n; i++) {
         mpi_ep *ep = s->eps[i];
         if (atomic_load(&ep->dead) || ep->bye)
@@ -926,17 +969,14 @@ static void heartbeat(done_list *dl, mpi_session *s, uint8_t *ping) {
             continue;
         }
         if (!ep->ping_sent_ns && now - ep->last_heard_ns > ep->heartbeat_ns / 4) {
-            st_mpi_hdr h;
-            st_mpi_hdr_init(&h, ST_MPI_PING, ep->base.worker_id);
-            st_mpi_hdr_put(ping, &h);
             MPI_Request r;
-            int rc = MPI_Isend(ping, ST_MPI_HDR_BYTES, MPI_BYTE, ep->rank, ST_MPI_TAG_FRAME,
-                               st_mpi_comm(), &r);
+            int rc = MPI_Isend(ep->ping_frame, ST_MPI_HDR_BYTES, MPI_BYTE, ep->rank,
+                               ST_MPI_TAG_FRAME, st_mpi_comm(), &r);
             if (rc != MPI_SUCCESS) {
                 mpi_failed(dl, ep, "MPI_Isend of a heartbeat", rc);
                 continue;
             }
-            MPI_Request_free(&r); /* ping is constant and lives as long as the session */
+            MPI_Request_free(&r); /* ping_frame is constant and outlives the send */
             ep->ping_sent_ns = now;
         }
     }
@@ -993,6 +1033,11 @@ static uint64_t quiet_until(mpi_session *s) {
         if (due < until)
             until = due;
     }
+    if (has_bystanders(s)) { /* their ping is due too */
+        uint64_t due = s->bystander_ping_ns + st_mpi_bystander_heartbeat_ns(s) / 4 + 1;
+        if (due < until)
+            until = due;
+    }
     return until == UINT64_MAX ? 0 : until;
 }
 
@@ -1011,7 +1056,6 @@ static void *progress_main(void *arg) {
     uint8_t *buf = pa->buf;
     done_list *dl = pa->dl;
     st_free(pa);
-    uint8_t ping[ST_MPI_HDR_BYTES];
     uint64_t now = st_now_ns();
     for (int i = 0; i < s->n; i++)
         s->eps[i]->last_heard_ns = now;
@@ -1019,7 +1063,7 @@ static void *progress_main(void *arg) {
     st_backoff bo = {0};
     int skipped = 0; /* the last pass left the task tests out */
     for (;;) {
-        uint32_t bell = atomic_load(&s->bell);
+        uint32_t bell = atomic_load(&s->bell.value);
         int did = 0;
         st_mpi_lock();
         for (int i = 0; i < s->n; i++) {
@@ -1052,7 +1096,7 @@ static void *progress_main(void *arg) {
                     did |= test_task(dl, s->eps[i], t);
             }
         did |= ctrl_test(dl, s);
-        heartbeat(dl, s, ping);
+        heartbeat(dl, s);
         st_mpi_unlock();
         tell_gone(s);
         push_done(dl);
@@ -1074,7 +1118,7 @@ static void *progress_main(void *arg) {
         uint64_t quiet = quiet_until(s);
         if (quiet > deadline)
             deadline = quiet;
-        st_event_wait((st_event *)&s->bell, bell, 0, deadline);
+        st_event_wait(&s->bell, bell, 0, deadline);
     }
     st_free(buf);
     st_free(dl);
@@ -1170,6 +1214,18 @@ static int mpi_start_forks(st_endpoint *base) {
     return rc;
 }
 
+/* The constant PING frames (mpi_ep.ping_frame, the bystanders'), before the
+ * progress thread that sends them starts. */
+static void write_pings(mpi_session *s) {
+    st_mpi_hdr h;
+    for (int i = 0; i < s->n; i++) {
+        st_mpi_hdr_init(&h, ST_MPI_PING, s->eps[i]->base.worker_id);
+        st_mpi_hdr_put(s->eps[i]->ping_frame, &h);
+    }
+    st_mpi_hdr_init(&h, ST_MPI_PING, -1);
+    st_mpi_hdr_put(s->bystander_ping, &h);
+}
+
 static int mpi_start_threads(st_endpoint *base) {
     mpi_ep *ep = (mpi_ep *)base;
     mpi_session *s = ep->s;
@@ -1193,6 +1249,7 @@ static int mpi_start_threads(st_endpoint *base) {
         return st_fail_nomem("strata_worker_init: the MPI progress thread's buffers",
                              ST_MPI_HDR_BYTES + ST_MPI_BODY_MAX);
     }
+    write_pings(s);
     if (pthread_create(&s->thread, NULL, progress_main, pa) != 0) {
         st_free(pa->buf);
         st_free(pa->dl);

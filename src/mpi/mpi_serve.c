@@ -106,9 +106,13 @@ typedef struct server {
     uint8_t *in; /* the frame being read */
     uint8_t out[ST_MPI_HDR_BYTES + STRATA_ERRMSG_MAX];
     uint64_t last_heard_ns; /* 0: rank 0 not heard yet */
-    uint64_t first_by_ns;   /* its first frame is due by then (0: no bound: no child) */
+    uint64_t first_by_ns;   /* its first frame is due by then */
     uint8_t sink;
 } server;
+
+/* How long a rank that stopped hearing rank 0 lets MPI_Finalize wait for the
+ * job's closing fence: rank 0 may be dead, and then the fence never ends. */
+#define ROOT_GONE_FINALIZE_NS 5000000000ull
 
 _Noreturn static void leave(int code) {
     st_mpi_finalize_any();
@@ -947,13 +951,16 @@ _Noreturn void st_mpi_serve(mpi_session *s) {
         send_frame(sv, &h, rc == STRATA_OK ? NULL : strata_error_message());
     }
     st_backoff bo = {0};
-    uint64_t silence = 4 * (sv->ep ? sv->ep->heartbeat_ns : ST_MPI_HEARTBEAT_DEFAULT_NS);
     /* Rank 0 waits at most startup_timeout_ns for every child's HELLO, then
      * pings each live one within a quarter bound: a rank it declared dead
      * before sending it anything (and whose word of it was lost) is not
-     * waited for forever either. A rank with no child waits for SHUTDOWN. */
-    if (sv->ep)
-        sv->first_by_ns = st_now_ns() + sv->ep->cfg.worker.startup_timeout_ns + silence;
+     * waited for forever either. A rank with no child is pinged on the
+     * bystander bound (mpi_session.h), so it leaves too when rank 0 is gone
+     * instead of waiting for a SHUTDOWN that never comes. */
+    uint64_t silence = 4 * (sv->ep ? sv->ep->heartbeat_ns : st_mpi_bystander_heartbeat_ns(s));
+    uint64_t startup =
+        sv->ep ? sv->ep->cfg.worker.startup_timeout_ns : st_mpi_bystander_startup_ns(s);
+    sv->first_by_ns = st_now_ns() + startup + silence;
     for (;;) {
         int did = sv->inner ? step_tasks(sv) | step_sends(sv) : 0;
         st_mpi_hdr h;
@@ -987,6 +994,8 @@ _Noreturn void st_mpi_serve(mpi_session *s) {
                         send_to(sv, &h);
                     break;
                 case ST_MPI_PING:
+                    if (!sv->ep)
+                        break; /* a bystander's ping is not answered: only heard */
                     st_mpi_hdr_init(&r, ST_MPI_PONG, sv->worker_id);
                     r.seq = h.seq;
                     send_frame(sv, &r, NULL);
@@ -1018,16 +1027,15 @@ _Noreturn void st_mpi_serve(mpi_session *s) {
             }
         }
         uint64_t now = st_now_ns();
-        if (sv->last_heard_ns ? now - sv->last_heard_ns > silence
-                              : sv->first_by_ns && now > sv->first_by_ns) {
+        if (sv->last_heard_ns ? now - sv->last_heard_ns > silence : now > sv->first_by_ns) {
             /* it declared this rank dead (and the word was lost), or is gone
              * itself: which one cannot be told from here, so no clean exit */
-            uint64_t quiet =
-                sv->last_heard_ns ? silence : sv->ep->cfg.worker.startup_timeout_ns + silence;
+            uint64_t quiet = sv->last_heard_ns ? silence : startup + silence;
             fprintf(stderr,
                     "strata: rank %d: rank 0 sent nothing for %llu ms (it pings every "
                     "heartbeat_timeout_ns / 4): taken as declared dead or gone; leaving\n",
                     s->my_rank, (unsigned long long)(quiet / 1000000));
+            st_mpi_note_peer_died(ROOT_GONE_FINALIZE_NS); /* rank 0 may be gone */
             st_mpi_unlock();
             leave(1);
         }

@@ -91,9 +91,12 @@ typedef struct mpi_ep {
     int bye;                /* BYE arrived (rank 0, at close) */
     uint64_t last_heard_ns; /* progress thread: last frame from the child */
     uint64_t ping_sent_ns;  /* 0: no ping outstanding */
-    int index;              /* in the session's eps[] (the directory's holder bit) */
-    uint64_t cache_bytes;   /* bytes of copies the directory says it holds */
-    uint64_t *drops;        /* cache ids it is to drop (sent with its next task) */
+    /* PING to the child's rank: written once before the progress thread
+     * starts, never again (MPI may still read it after a freed Isend) */
+    uint8_t ping_frame[ST_MPI_HDR_BYTES];
+    int index;            /* in the session's eps[] (the directory's holder bit) */
+    uint64_t cache_bytes; /* bytes of copies the directory says it holds */
+    uint64_t *drops;      /* cache ids it is to drop (sent with its next task) */
     uint32_t ndrops, capdrops;
     mpi_task task[ST_MPI_SLOTS];
     st_completion comp[ST_MPI_SLOTS];
@@ -125,19 +128,26 @@ struct mpi_session {
     int n;
     mpi_ep *eps[ST_MPI_MAX_CHILDREN];
     int my_rank;
-    int started;           /* progress thread runs */
-    int served;            /* a non-root rank: the serve loop ran (never returns) */
-    int spent;             /* closed, or init failed after the children were told */
-    int destroyed;         /* endpoints destroyed so far */
-    _Atomic int shutdown;  /* 1: the progress thread is to say SHUTDOWN and leave; 2: it
-                            * no longer serves control calls (ctrl_abandon) */
-    _Atomic uint32_t bell; /* bumped by dispatch, stop and control calls: the thread wakes */
+    int size;             /* ranks in the job (MPI_COMM_WORLD's size) */
+    int started;          /* progress thread runs */
+    int served;           /* a non-root rank: the serve loop ran (never returns) */
+    int spent;            /* closed, or init failed after the children were told */
+    int destroyed;        /* endpoints destroyed so far */
+    _Atomic int shutdown; /* 1: the progress thread is to say SHUTDOWN and leave; 2: it
+                           * no longer serves control calls (ctrl_abandon) */
+    st_event bell;        /* bumped by dispatch, stop and control calls: the thread wakes */
     pthread_t thread;
     pthread_mutex_t ctrl_mu; /* serialises control calls (see the top of this file) */
     mpi_ctrl ctrl;
     uint64_t ctrl_seq;
     uint64_t startup_deadline;
-    st_directory dir;   /* progress thread only */
+    /* Ranks with no child of this L4 ("bystanders") are pinged too, every
+     * quarter of st_mpi_bystander_heartbeat_ns, unanswered: a bystander that
+     * hears nothing for four of those periods takes rank 0 as gone and
+     * leaves (bounded, like a child's rank). Progress thread only. */
+    uint64_t bystander_ping_ns;
+    uint8_t bystander_ping[ST_MPI_HDR_BYTES]; /* constant, as ping_frame */
+    st_directory dir;                         /* progress thread only */
     uint64_t use_clock; /* progress thread only: stamps st_dir_entry.last_use */
     /* Bytes of kept copies per child (ST_MPI_CACHE_BYTES; a test seam,
      * st_mpi_test_set_cache_budget, lowers it between runs). */
@@ -187,6 +197,13 @@ int st_mpi_verify_copies(mpi_ep *ep, mpi_task *t, int slot);
  * child says it does not keep (t->dropped), which are forgotten. Entries of its views that
  * no child holds any more go (mpi_copies.c). */
 void st_mpi_settle_copies(mpi_ep *ep, mpi_task *t, int ok);
+
+/* The heartbeat bound of a rank with no child of s (a bystander): the
+ * longest of the children's heartbeat_timeout_ns, so both sides agree on it
+ * from the same program's configs; and the start-up bound it allows rank 0
+ * before the first ping (the longest startup_timeout_ns). */
+uint64_t st_mpi_bystander_heartbeat_ns(const mpi_session *s);
+uint64_t st_mpi_bystander_startup_ns(const mpi_session *s);
 
 /* A non-root rank: serve as the child whose config has this rank (or as no
  * child), then exit. Never returns. */
