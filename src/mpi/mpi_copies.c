@@ -372,6 +372,19 @@ void st_mpi_settle_copies(mpi_ep *ep, mpi_task *t, int ok) {
     }
 }
 
+void st_mpi_forget_holder(mpi_ep *ep) {
+    mpi_session *s = ep->s;
+    ep->cache_bytes = 0;
+    ep->ndrops = 0;                         /* never sent: that rank serves no more frames */
+    for (uint32_t k = s->dir.n; k-- > 0;) { /* backwards: a removal moves the last entry here */
+        st_dir_entry *e = st_dir_at(&s->dir, k);
+        if (!st_dir_holds(e, ep->index))
+            continue;
+        st_dir_set(e, ep->index, 0);
+        forget_if_unheld(s, e, NULL);
+    }
+}
+
 /* ---- Writes the directory does not see otherwise ------------------------------------------ */
 
 void st_mpi_observe_dispatch(void *ctx, st_endpoint *ep, const st_dispatch *d) {

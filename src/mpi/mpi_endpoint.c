@@ -411,6 +411,7 @@ static void declare_dead(done_list *dl, mpi_ep *ep, const char *why) {
     }
     say_declared_dead(ep);
     tell_readers(dl, ep);
+    st_mpi_forget_holder(ep); /* its copies went with it: the directory forgets them */
 }
 
 static void mpi_failed(done_list *dl, mpi_ep *ep, const char *call, int rc) {

@@ -198,6 +198,12 @@ int st_mpi_verify_copies(mpi_ep *ep, mpi_task *t, int slot);
  * no child holds any more go (mpi_copies.c). */
 void st_mpi_settle_copies(mpi_ep *ep, mpi_task *t, int ok);
 
+/* ep was declared dead: the copies the directory records on it are gone
+ * with it, and the entries no other child holds and no task in flight
+ * places go too (mpi_copies.c; progress thread, st_mpi_lock held, after
+ * ep's tasks were finished). */
+void st_mpi_forget_holder(mpi_ep *ep);
+
 /* The heartbeat bound of a rank with no child of s (a bystander): the
  * longest of the children's heartbeat_timeout_ns, so both sides agree on it
  * from the same program's configs; and the start-up bound it allows rank 0

@@ -4,14 +4,16 @@
  * Owns: the documented outcome of a rank that dies (docs/guide.md
  * "Multi-host", failure model): the task running there fails within the
  * heartbeat bound with an error naming the child and its rank; later tasks
- * for it fail at once with the same error; the other child goes on; close
- * does not hang; the L4's rank exits 0.
+ * for it fail at once with the same error; the directory forgets the copy
+ * only that rank held; the other child goes on; close does not hang; the
+ * L4's rank exits 0.
  */
 #include <signal.h>
 #include <stdint.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "mpi/remote_child.h"
 #include "mpi_test.h"
 
 static strata_callable g_work;
@@ -90,6 +92,10 @@ int main(int argc, char **argv) {
     MT_OK(strata_worker_run(w, l4_orch, &j)); /* both ranks work */
     MT_CHECK(((int32_t *)strata_buffer_data(j.b))[0] == 7, "the task ran");
 
+    uint32_t entries = 0; /* rank 2 keeps the copy of x its task wrote: one entry */
+    MT_OK(st_mpi_test_dir_entries(w, child[1], &entries));
+    MT_CHECK(entries == 1, "one kept copy recorded before the kill (%u)", entries);
+
     j.kill = 1; /* rank 2 dies inside its task */
     uint64_t t0 = now_ns();
     strata_run *h;
@@ -111,6 +117,9 @@ int main(int argc, char **argv) {
 
     j.kill = 0; /* later tasks for the dead child fail at once, with the same cause */
     MT_CHECK(strata_worker_run(w, l4_orch, &j) == STRATA_EENDPOINT, "a later task fails");
+    /* the copy went with its only holder: the directory does not keep its entry */
+    MT_OK(st_mpi_test_dir_entries(w, child[1], &entries));
+    MT_CHECK(entries == 0, "no entry left for the dead rank's copy (%u)", entries);
     j.child = child[0]; /* the other child goes on */
     ((int32_t *)strata_buffer_data(j.b))[0] = 0;
     MT_OK(strata_worker_run(w, l4_orch, &j));
