@@ -32,7 +32,12 @@
 
 #define DEFAULT_LAYERS 1000
 #define QUICK_LAYERS 40
-#define METG_LAYERS 100
+/* METG is swept at the graphs' own T (DEFAULT_LAYERS, the issue's default),
+ * and again over short graphs (METG_SHORT_LAYERS, a row without a target):
+ * per-run costs weigh 10 x more there, and libgomp is at its best there (its
+ * METG grows about 5 x from T = 100 to T = 1000 here), so the two tables
+ * show both ends. --metg-layers N sweeps the main table at T = N. */
+#define METG_SHORT_LAYERS 100
 #define QUICK_METG_LAYERS 20
 #define METG_TOP_US 100.0 /* task size the sweep starts at (the efficiency reference) */
 #define QUICK_METG_TOP_US 25.0
@@ -570,6 +575,7 @@ typedef struct bench_ctx {
     int only_width;   /* --width: a width, or 0 for the default three */
     int strata_subs;  /* --strata-subs: sub workers of strata's Worker */
     int no_metg;      /* --no-metg: the empty-task tables only (for profiling them) */
+    int metg_layers;  /* --metg-layers: T of the main METG table (0: DEFAULT_LAYERS) */
     uint32_t epoch;
     failure fail;
     strata_side ss;
@@ -842,10 +848,10 @@ static double metg_from_points(const metg_point *pt, int n, int cores) {
     return best;
 }
 
-static int metg_sweep(bench_ctx *c, system_kind sys, pattern_kind p, int w, double *metg) {
+static int metg_sweep(bench_ctx *c, system_kind sys, pattern_kind p, int w, int layers,
+                      double *metg) {
     static const char *const names[3] = {"strata", "starpu", "libgomp"};
     int quick = c->opt->quick;
-    int layers = quick ? QUICK_METG_LAYERS : METG_LAYERS;
     double top_us = quick ? QUICK_METG_TOP_US : METG_TOP_US;
     uint64_t iters[METG_MAX_POINTS];
     int n = metg_sizes((uint64_t)(top_us * 1e3 / c->ns_per_iter), quick ? 2.0 : 1.41421356, iters);
@@ -868,7 +874,10 @@ static int metg_sweep(bench_ctx *c, system_kind sys, pattern_kind p, int w, doub
     return 0;
 }
 
-static int metg_pattern(bench_ctx *c, bench_table *t, pattern_kind p, int w) {
+/* The METG row of pattern p at width w over graphs of `layers` layers;
+ * `short_graphs`: the row of the short-graph table (its own name, no target). */
+static int metg_pattern(bench_ctx *c, bench_table *t, pattern_kind p, int w, int layers,
+                        int short_graphs) {
     static bench_series s[3];
     memset(s, 0, sizeof s);
     if (setup_width(c, w))
@@ -879,29 +888,34 @@ static int metg_pattern(bench_ctx *c, bench_table *t, pattern_kind p, int w) {
             double v;
             if (!system_wanted(c, (system_kind)sys, p, w))
                 continue;
-            rc = metg_sweep(c, (system_kind)sys, p, w, &v);
+            rc = metg_sweep(c, (system_kind)sys, p, w, layers, &v);
             bench_series_add(&s[sys], v);
         }
     teardown_width(c);
     if (rc)
         return rc;
     char m[48];
-    snprintf(m, sizeof m, "METG %s", pattern_names[p]);
-    add_anchored_row(t, c, m, "us", &s[SYS_STRATA], &s[SYS_GOMP], &s[SYS_STARPU], 0.5);
+    snprintf(m, sizeof m, short_graphs ? "METG short %s" : "METG %s", pattern_names[p]);
+    add_anchored_row(t, c, m, "us", &s[SYS_STRATA], &s[SYS_GOMP], &s[SYS_STARPU],
+                     short_graphs ? 0 : 0.5);
     return 0;
 }
 
-static int metg_table(bench_ctx *c, bench_report *report) {
+/* One METG table: every wanted pattern at W = 4 x workers (or --width) over
+ * graphs of `layers` layers. */
+static int metg_table_of(bench_ctx *c, bench_report *report, int layers, int short_graphs) {
     int quick = c->opt->quick;
     int w = c->only_width ? c->only_width : 4 * c->opt->workers;
     bench_table *t = bench_report_table(
         report,
-        "METG (50%% efficiency, us): W=%d, %d layers, sizes from %.0f us down by %s, best of %d "
-        "per size, median of %d sweeps",
-        w, quick ? QUICK_METG_LAYERS : METG_LAYERS, quick ? QUICK_METG_TOP_US : METG_TOP_US,
-        quick ? "2x" : "sqrt(2)", METG_BEST_OF, c->opt->reps);
+        "METG%s (50%% efficiency, us): W=%d, %d layers, sizes from %.0f us down by %s, best of "
+        "%d per size, median of %d sweeps",
+        short_graphs ? " of short graphs (no target)" : "", w, layers,
+        quick ? QUICK_METG_TOP_US : METG_TOP_US, quick ? "2x" : "sqrt(2)", METG_BEST_OF,
+        c->opt->reps);
     for (int p = 0; p < PAT_COUNT; p++)
-        if ((c->only_pattern < 0 || c->only_pattern == p) && metg_pattern(c, t, p, w))
+        if ((c->only_pattern < 0 || c->only_pattern == p) &&
+            metg_pattern(c, t, p, w, layers, short_graphs))
             return -1;
     bench_table_print(t);
     for (int p = 0; p < PAT_COUNT; p++)
@@ -909,6 +923,17 @@ static int metg_table(bench_ctx *c, bench_report *report) {
             printf("  strata %s: n/a (needs W+1 = %d tensors, STRATA_MAX_TENSORS = %d)\n",
                    pattern_names[p], w + 1, STRATA_MAX_TENSORS);
     return 0;
+}
+
+/* The METG table at the graphs' T (the target's), then, in a full run, the
+ * same sweep over short graphs. */
+static int metg_table(bench_ctx *c, bench_report *report) {
+    if (c->opt->quick)
+        return metg_table_of(c, report, QUICK_METG_LAYERS, 0);
+    int layers = c->metg_layers ? c->metg_layers : DEFAULT_LAYERS;
+    if (metg_table_of(c, report, layers, 0))
+        return -1;
+    return layers == METG_SHORT_LAYERS ? 0 : metg_table_of(c, report, METG_SHORT_LAYERS, 1);
 }
 
 /* ---- Setup and options --------------------------------------------------------------- */
@@ -987,6 +1012,10 @@ static int take_own_options(int *argc, char **argv, bench_ctx *c) {
             i++;
         } else if (!strcmp(argv[i], "--no-metg")) {
             c->no_metg = 1;
+        } else if (!strcmp(argv[i], "--metg-layers")) {
+            if ((c->metg_layers = parse_int("--metg-layers", next, 2, DEFAULT_LAYERS * 10)) < 0)
+                return -1;
+            i++;
         } else if (!strcmp(argv[i], "--strata-subs")) {
             if ((c->strata_subs = parse_int("--strata-subs", next, 1, BENCH_MAX_WORKERS)) < 0)
                 return -1;
@@ -1048,7 +1077,9 @@ int main(int argc, char **argv) {
         "  --pattern NAME    only this pattern\n"
         "  --width N         only this width (default 2, 16 and 4 x workers; METG at 4 x workers)\n"
         "  --strata-subs N   sub workers of strata's Worker (default --workers)\n"
-        "  --no-metg         skip the METG table (to profile the empty-task rows)",
+        "  --no-metg         skip the METG tables (to profile the empty-task rows)\n"
+        "  --metg-layers N   layers of the METG table's graphs (default 1000, the graphs' T;\n"
+        "                    a second table, short graphs of 100 layers, follows without a target)",
         &opt);
     if (prc)
         return prc > 0 ? 0 : 2;
