@@ -19,6 +19,7 @@
 
 #include "sim_device.h"
 #include "util/alloc.h"
+#include "util/futex.h"
 #include "util/message.h"
 
 int sim_fail(strata_backend_msg *m, int rc, const char *fmt, ...) {
@@ -38,16 +39,29 @@ typedef struct sim_core_arg {
     uint32_t core_id;
 } sim_core_arg;
 
+/* The last stretch of an injected delay is spun, not slept: a sleeper on a
+ * shared machine wakes 30-150 us late (timer and scheduling latency), which
+ * would make every simulated prepare and kernel that much longer than it
+ * was asked to be, and a benchmark of the runtime around it would measure
+ * the host's wake-up latency instead. The spin costs at most this much CPU
+ * per delay. */
+#define SIM_SPIN_TAIL_NS 200000ull
+
 void sim_sleep_until_ns(uint64_t deadline_ns) {
     /* Injected delays model device time, so they should end on time: the
      * default 50 us timer slack would stretch every one of them. The slack
      * is per thread; restore the caller's. */
     int slack = prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0);
     prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
-    struct timespec ts = {.tv_sec = (time_t)(deadline_ns / 1000000000ull),
-                          .tv_nsec = (long)(deadline_ns % 1000000000ull)};
-    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {
+    if (deadline_ns > sim_now_ns() + SIM_SPIN_TAIL_NS) {
+        uint64_t wake = deadline_ns - SIM_SPIN_TAIL_NS;
+        struct timespec ts = {.tv_sec = (time_t)(wake / 1000000000ull),
+                              .tv_nsec = (long)(wake % 1000000000ull)};
+        while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {
+        }
     }
+    while (sim_now_ns() < deadline_ns)
+        st_cpu_relax();
     if (slack > 0)
         prctl(PR_SET_TIMERSLACK, (unsigned long)slack, 0, 0, 0);
 }
