@@ -35,8 +35,9 @@
 /* METG is swept at the graphs' own T (DEFAULT_LAYERS, the issue's default),
  * and again over short graphs (METG_SHORT_LAYERS, a row without a target):
  * per-run costs weigh 10 x more there, and libgomp is at its best there (its
- * METG grows about 5 x from T = 100 to T = 1000 here), so the two tables
- * show both ends. --metg-layers N sweeps the main table at T = N. */
+ * METG is 4-8 x higher at T = 1000 on four of the five patterns here), so
+ * the two tables show both ends. --metg-layers N sweeps the main table at
+ * T = N. */
 #define METG_SHORT_LAYERS 100
 #define QUICK_METG_LAYERS 20
 #define METG_TOP_US 100.0 /* task size the sweep starts at (the efficiency reference) */
