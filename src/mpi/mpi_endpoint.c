@@ -923,19 +923,12 @@ uint64_t st_mpi_bystander_startup_ns(const mpi_session *s) {
     return ns;
 }
 
-static int has_bystanders(mpi_session *s) {
-    for (int r = 1; r < s->size; r++)
-        if (!ep_of_rank(s, r))
-            return 1;
-    return 0;
-}
-
 /* Every rank with no child of this L4 gets an unanswered PING each quarter
  * of the bystander bound: it leaves when they stop (rank 0 gone), instead
  * of waiting for a SHUTDOWN that will never come. A failed send is not
  * an error of any child: nothing here is waited on. */
 static void ping_bystanders(mpi_session *s, uint64_t now) {
-    if (now - s->bystander_ping_ns <= st_mpi_bystander_heartbeat_ns(s) / 4)
+    if (!s->bystander_period_ns || now - s->bystander_ping_ns <= s->bystander_period_ns)
         return;
     s->bystander_ping_ns = now;
     for (int r = 1; r < s->size; r++) {
@@ -1034,8 +1027,8 @@ static uint64_t quiet_until(mpi_session *s) {
         if (due < until)
             until = due;
     }
-    if (has_bystanders(s)) { /* their ping is due too */
-        uint64_t due = s->bystander_ping_ns + st_mpi_bystander_heartbeat_ns(s) / 4 + 1;
+    if (s->bystander_period_ns) { /* the bystanders' ping is due too */
+        uint64_t due = s->bystander_ping_ns + s->bystander_period_ns + 1;
         if (due < until)
             until = due;
     }
@@ -1215,9 +1208,14 @@ static int mpi_start_forks(st_endpoint *base) {
     return rc;
 }
 
-/* The constant PING frames (mpi_ep.ping_frame, the bystanders'), before the
- * progress thread that sends them starts. */
+/* The constant PING frames (mpi_ep.ping_frame, the bystanders') and the
+ * bystanders' ping period, before the progress thread that sends them
+ * starts (the children are fixed by then). */
 static void write_pings(mpi_session *s) {
+    s->bystander_period_ns = 0;
+    for (int r = 1; r < s->size; r++)
+        if (!ep_of_rank(s, r))
+            s->bystander_period_ns = st_mpi_bystander_heartbeat_ns(s) / 4;
     st_mpi_hdr h;
     for (int i = 0; i < s->n; i++) {
         st_mpi_hdr_init(&h, ST_MPI_PING, s->eps[i]->base.worker_id);

@@ -146,6 +146,7 @@ struct mpi_session {
      * hears nothing for four of those periods takes rank 0 as gone and
      * leaves (bounded, like a child's rank). Progress thread only. */
     uint64_t bystander_ping_ns;
+    uint64_t bystander_period_ns; /* a quarter of that bound; 0: every rank hosts a child */
     uint8_t bystander_ping[ST_MPI_HDR_BYTES]; /* constant, as ping_frame */
     st_directory dir;                         /* progress thread only */
     uint64_t use_clock; /* progress thread only: stamps st_dir_entry.last_use */

@@ -48,22 +48,21 @@ typedef struct sim_core_arg {
 #define SIM_SPIN_TAIL_NS 200000ull
 
 void sim_sleep_until_ns(uint64_t deadline_ns) {
-    /* Injected delays model device time, so they should end on time: the
-     * default 50 us timer slack would stretch every one of them. The slack
-     * is per thread; restore the caller's. */
-    int slack = prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0);
-    prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
     if (deadline_ns > sim_now_ns() + SIM_SPIN_TAIL_NS) {
+        /* The default 50 us timer slack would stretch the sleep too. The
+         * slack is per thread; restore the caller's. */
+        int slack = prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0);
+        prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
         uint64_t wake = deadline_ns - SIM_SPIN_TAIL_NS;
         struct timespec ts = {.tv_sec = (time_t)(wake / 1000000000ull),
                               .tv_nsec = (long)(wake % 1000000000ull)};
         while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {
         }
+        if (slack > 0)
+            prctl(PR_SET_TIMERSLACK, (unsigned long)slack, 0, 0, 0);
     }
     while (sim_now_ns() < deadline_ns)
         st_cpu_relax();
-    if (slack > 0)
-        prctl(PR_SET_TIMERSLACK, (unsigned long)slack, 0, 0, 0);
 }
 
 /* A block of the current launch is waiting for a core (mu held). */

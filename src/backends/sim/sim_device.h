@@ -136,7 +136,8 @@ uint64_t sim_committed(void *dev);
 int sim_register_program(void *dev, const strata_backend_program *p, uint32_t *id,
                          strata_backend_msg *m);
 int sim_unregister_program(void *dev, uint32_t id, strata_backend_msg *m);
-/* Sleep (never spin) until a CLOCK_MONOTONIC deadline, without timer slack. */
+/* Wait until a CLOCK_MONOTONIC deadline, ending on time: sleep (without
+ * timer slack) to SIM_SPIN_TAIL_NS before it, spin the rest (sim_device.c). */
 void sim_sleep_until_ns(uint64_t deadline_ns);
 /* dev->mu held: start the cores not yet running (at the first launch, not
  * at open: see sim_open). 0, or a backend error (message in m). */
