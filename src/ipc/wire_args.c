@@ -9,8 +9,6 @@
  */
 #include "ipc/wire_args.h"
 
-#include <stddef.h>
-#include <stdint.h>
 #include <string.h>
 
 #include "util/error.h"
@@ -22,25 +20,9 @@ static size_t type_bytes(uint32_t ntensors, uint32_t nscalars) {
     return ((size_t)ntensors + nscalars + 7u) & ~(size_t)7u;
 }
 
-/* A tensor travels as the fields before its shape (base, buffer_bytes,
- * offset, ident, dtype, rank, mem, padding) and then only the `rank` entries
- * of shape and of strides it uses: a rank-1 view takes 64 bytes instead of
- * sizeof(strata_tensor), so a small task's arguments fill two cache lines of
- * a frame instead of three (each line is a transfer between the two cores). */
-#define TENSOR_HEAD ((size_t)offsetof(strata_tensor, shape))
-_Static_assert(offsetof(strata_tensor, shape) == 48 &&
-                   offsetof(strata_tensor, strides) == 48 + 8 * STRATA_MAX_RANK,
-               "a tensor's head is 48 bytes, then shape and strides");
-
-static size_t tensor_bytes(uint32_t rank) {
-    return TENSOR_HEAD + 2u * sizeof(int64_t) * rank;
-}
-
-/* Bytes of an encoding whose tensors take `tensor_total` bytes (counts
- * already within the limits). */
-static size_t encoded_bytes(uint32_t ntensors, uint32_t nscalars, uint32_t payload,
-                            size_t tensor_total) {
-    return WIRE_HEADER + type_bytes(ntensors, nscalars) + tensor_total +
+/* Bytes of an encoding with these counts (counts already within the limits). */
+static size_t encoded_bytes(uint32_t ntensors, uint32_t nscalars, uint32_t payload) {
+    return WIRE_HEADER + type_bytes(ntensors, nscalars) + (size_t)ntensors * sizeof(strata_tensor) +
            (size_t)nscalars * sizeof(uint64_t) + payload;
 }
 
@@ -55,31 +37,10 @@ static int counts_ok(uint32_t nt, uint32_t ns, uint32_t np) {
     return nt <= STRATA_MAX_TENSORS && ns <= STRATA_MAX_SCALARS && np <= STRATA_MAX_PAYLOAD;
 }
 
-/* Bytes a's tensors take encoded, or 0 with the index of the first tensor
- * whose rank is not 1..STRATA_MAX_RANK in *bad (0 tensors take 0 bytes too:
- * *bad stays UINT32_MAX then). */
-static size_t tensors_bytes(const strata_task_args *a, uint32_t *bad) {
-    size_t total = 0;
-    *bad = UINT32_MAX;
-    for (uint32_t i = 0; i < a->ntensors; i++) {
-        uint32_t r = a->tensors[i].rank;
-        if (r < 1 || r > STRATA_MAX_RANK) {
-            *bad = i;
-            return 0;
-        }
-        total += tensor_bytes(r);
-    }
-    return total;
-}
-
 size_t st_wire_args_size(const strata_task_args *a) {
     if (!a || a->invalid || !counts_ok(a->ntensors, a->nscalars, a->payload_bytes))
         return 0;
-    uint32_t bad;
-    size_t tb = tensors_bytes(a, &bad);
-    if (bad != UINT32_MAX)
-        return 0;
-    return encoded_bytes(a->ntensors, a->nscalars, a->payload_bytes, tb);
+    return encoded_bytes(a->ntensors, a->nscalars, a->payload_bytes);
 }
 
 int st_wire_args_encode(const strata_task_args *a, uint8_t *buf, size_t cap, size_t *used) {
@@ -93,12 +54,7 @@ int st_wire_args_encode(const strata_task_args *a, uint8_t *buf, size_t cap, siz
                        "are %d, %d and %d",
                        a->ntensors, a->nscalars, a->payload_bytes, STRATA_MAX_TENSORS,
                        STRATA_MAX_SCALARS, STRATA_MAX_PAYLOAD);
-    uint32_t bad;
-    size_t tensor_total = tensors_bytes(a, &bad);
-    if (bad != UINT32_MAX)
-        return st_fail(STRATA_EINVAL, "task arguments: tensor %u has rank %u, expected 1..%d", bad,
-                       (unsigned)a->tensors[bad].rank, STRATA_MAX_RANK);
-    size_t need = encoded_bytes(a->ntensors, a->nscalars, a->payload_bytes, tensor_total);
+    size_t need = encoded_bytes(a->ntensors, a->nscalars, a->payload_bytes);
     if (!buf || need > cap)
         return st_fail(STRATA_ECAPACITY,
                        "task arguments: %zu bytes encoded do not fit the %zu bytes of a frame",
@@ -115,14 +71,8 @@ int st_wire_args_encode(const strata_task_args *a, uint8_t *buf, size_t cap, siz
     memcpy(p, a->tags, a->ntensors);
     memcpy(p + a->ntensors, a->scalar_types, a->nscalars);
     p += tb;
-    for (uint32_t i = 0; i < a->ntensors; i++) {
-        const strata_tensor *t = &a->tensors[i];
-        size_t dims = sizeof(int64_t) * t->rank;
-        memcpy(p, t, TENSOR_HEAD);
-        memcpy(p + TENSOR_HEAD, t->shape, dims);
-        memcpy(p + TENSOR_HEAD + dims, t->strides, dims);
-        p += tensor_bytes(t->rank);
-    }
+    memcpy(p, a->tensors, (size_t)a->ntensors * sizeof(strata_tensor));
+    p += (size_t)a->ntensors * sizeof(strata_tensor);
     memcpy(p, a->scalars, (size_t)a->nscalars * sizeof(uint64_t));
     p += (size_t)a->nscalars * sizeof(uint64_t);
     if (a->payload_bytes) /* stored args without a payload may end before it */
@@ -132,19 +82,13 @@ int st_wire_args_encode(const strata_task_args *a, uint8_t *buf, size_t cap, siz
     return STRATA_OK;
 }
 
-/* The length ends inside the tensors (what they need depends on ranks not
- * yet read, so the total is not known). */
-static int truncated(const char *w, size_t len, uint32_t nt, uint32_t ns, uint32_t np) {
-    return st_fail(STRATA_EINVAL,
-                   "%s: truncated arguments: %zu bytes end inside %u tensors (with %u scalars "
-                   "and %u payload bytes after them)",
-                   w, len, nt, ns, np);
-}
-
 static int check_tensor(const strata_tensor *t, uint32_t i, const char *w) {
     if (t->dtype >= STRATA_DTYPE_COUNT)
         return st_fail(STRATA_EINVAL, "%s: bad arguments: tensor %u has dtype %u", w, i,
                        (unsigned)t->dtype);
+    if (t->rank < 1 || t->rank > STRATA_MAX_RANK)
+        return st_fail(STRATA_EINVAL, "%s: bad arguments: tensor %u has rank %u, expected 1..%d", w,
+                       i, (unsigned)t->rank, STRATA_MAX_RANK);
     if (t->mem != STRATA_MEM_HOST && t->mem != STRATA_MEM_DEVICE)
         return st_fail(STRATA_EINVAL, "%s: bad arguments: tensor %u has mem kind %u", w, i,
                        (unsigned)t->mem);
@@ -177,47 +121,24 @@ int st_wire_args_decode(const uint8_t *buf, size_t len, strata_task_args *out, c
                        "the limits are %d, %d and %d",
                        w, nt, ns, np, zero, STRATA_MAX_TENSORS, STRATA_MAX_SCALARS,
                        STRATA_MAX_PAYLOAD);
-    /* buf may be shared memory a writer still changes: every check below reads
-     * the private copy in out (the counts are already the locals above, each
-     * rank is read once into a local), so what was checked is what the task
-     * gets. */
-    if (len - WIRE_HEADER < type_bytes(nt, ns))
-        return truncated(w, len, nt, ns, np);
-    const uint8_t *end = buf + len;
-    const uint8_t *tags = buf + WIRE_HEADER;
-    const uint8_t *p = tags + type_bytes(nt, ns);
-    for (uint32_t i = 0; i < nt; i++) {
-        strata_tensor *t = &out->tensors[i];
-        if ((size_t)(end - p) < TENSOR_HEAD)
-            return truncated(w, len, nt, ns, np);
-        memcpy(t, p, TENSOR_HEAD);
-        uint32_t r = t->rank;
-        if (r < 1 || r > STRATA_MAX_RANK)
-            return st_fail(STRATA_EINVAL,
-                           "%s: bad arguments: tensor %u has rank %u, expected 1..%d", w, i, r,
-                           STRATA_MAX_RANK);
-        if ((size_t)(end - p) < tensor_bytes(r))
-            return truncated(w, len, nt, ns, np);
-        size_t dims = sizeof(int64_t) * r;
-        memcpy(t->shape, p + TENSOR_HEAD, dims);
-        memcpy(t->strides, p + TENSOR_HEAD + dims, dims);
-        for (uint32_t d = r; d < STRATA_MAX_RANK; d++)
-            t->shape[d] = t->strides[d] = 0;
-        p += tensor_bytes(r);
-    }
-    size_t rest = (size_t)ns * sizeof(uint64_t) + np;
-    if ((size_t)(end - p) != rest)
+    size_t need = encoded_bytes(nt, ns, np);
+    if (len != need)
         return st_fail(STRATA_EINVAL,
                        "%s: %s arguments: %zu bytes, %u tensors, %u scalars and %u payload bytes "
                        "need %zu",
-                       w, (size_t)(end - p) < rest ? "truncated" : "oversized", len, nt, ns, np,
-                       (size_t)(p - buf) + rest);
+                       w, len < need ? "truncated" : "oversized", len, nt, ns, np, need);
+    /* buf may be shared memory a writer still changes: every check below reads
+     * the private copy in out (the counts are already the locals above), so
+     * what was checked is what the task gets. */
+    const uint8_t *tags = buf + WIRE_HEADER;
+    const uint8_t *tp = tags + type_bytes(nt, ns);
     out->ntensors = nt;
     out->nscalars = ns;
     out->invalid = 0;
     out->payload_bytes = np;
     memcpy(out->tags, tags, nt);
     memcpy(out->scalar_types, tags + nt, ns);
+    memcpy(out->tensors, tp, (size_t)nt * sizeof(strata_tensor));
     for (uint32_t i = 0; i < nt; i++)
         if (out->tags[i] > STRATA_NO_DEP)
             return st_fail(STRATA_EINVAL, "%s: bad arguments: tensor %u has tag %u", w, i,
@@ -231,7 +152,8 @@ int st_wire_args_decode(const uint8_t *buf, size_t len, strata_task_args *out, c
         if (rc != STRATA_OK)
             return rc;
     }
-    memcpy(out->scalars, p, (size_t)ns * sizeof(uint64_t));
-    memcpy(out->payload, p + (size_t)ns * sizeof(uint64_t), np);
+    const uint8_t *sp = tp + (size_t)nt * sizeof(strata_tensor);
+    memcpy(out->scalars, sp, (size_t)ns * sizeof(uint64_t));
+    memcpy(out->payload, sp + (size_t)ns * sizeof(uint64_t), np);
     return STRATA_OK;
 }

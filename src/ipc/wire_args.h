@@ -5,14 +5,9 @@
  * child are the same binary):
  *   u32 ntensors, u32 nscalars, u32 payload_bytes, u32 0,
  *   u8 tags[ntensors] and u8 scalar_types[nscalars] padded together to 8 bytes,
- *   per tensor: its 48 bytes before `shape` (base, buffer_bytes, offset, ident,
- *     dtype, rank, mem, padding), then i64 shape[rank], then i64 strides[rank]
- *     (only the dimensions it has: a rank-1 view is 64 bytes),
- *   u64 scalars[nscalars], u8 payload[payload_bytes]
- * Every part is a multiple of 8 bytes. A decoded tensor's shape and strides
- * past its rank are 0. The largest valid arguments (STRATA_MAX_TENSORS,
- * _SCALARS, _PAYLOAD) take about 8.5 KiB and always fit ST_WIRE_ARGS_MAX, a
- * frame's argument area.
+ *   strata_tensor tensors[ntensors], u64 scalars[nscalars], u8 payload[payload_bytes]
+ * The largest valid arguments (STRATA_MAX_TENSORS, _SCALARS, _PAYLOAD) take
+ * about 8.5 KiB and always fit ST_WIRE_ARGS_MAX, a frame's argument area.
  * Tensors carry their addresses as they are: host memory is shared at the
  * same address in every process of a worker (strata_buffer_create), device
  * memory is meaningful only in the chip's own process.
@@ -31,13 +26,11 @@
  * is at least this). */
 #define ST_WIRE_ARGS_MAX 16384u
 
-/* Bytes the encoding of a takes (0 if a is invalid: counts past the limits,
- * or a tensor whose rank is not 1..STRATA_MAX_RANK). */
+/* Bytes the encoding of a takes (0 if a is invalid: counts past the limits). */
 size_t st_wire_args_size(const strata_task_args *a);
 
 /* Encode a into buf (cap bytes). STRATA_OK and *used, or STRATA_ECAPACITY
- * if it does not fit / STRATA_EINVAL for invalid args, a tensor's rank
- * included (message set). */
+ * if it does not fit / STRATA_EINVAL for invalid args (message set). */
 int st_wire_args_encode(const strata_task_args *a, uint8_t *buf, size_t cap, size_t *used);
 
 /* Decode `len` bytes into *out (every field checked: counts within the
