@@ -1212,10 +1212,10 @@ static int mpi_start_forks(st_endpoint *base) {
  * bystanders' ping period, before the progress thread that sends them
  * starts (the children are fixed by then). */
 static void write_pings(mpi_session *s) {
-    s->bystander_period_ns = 0;
-    for (int r = 1; r < s->size; r++)
-        if (!ep_of_rank(s, r))
-            s->bystander_period_ns = st_mpi_bystander_heartbeat_ns(s) / 4;
+    int bystanders = 0;
+    for (int r = 1; r < s->size && !bystanders; r++)
+        bystanders = ep_of_rank(s, r) == NULL;
+    s->bystander_period_ns = bystanders ? st_mpi_bystander_heartbeat_ns(s) / 4 : 0;
     st_mpi_hdr h;
     for (int i = 0; i < s->n; i++) {
         st_mpi_hdr_init(&h, ST_MPI_PING, s->eps[i]->base.worker_id);
