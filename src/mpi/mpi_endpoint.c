@@ -62,7 +62,7 @@ int st_mpi_send_frame(int to, const uint8_t *frame, size_t len, const char *who)
     if (rc != MPI_SUCCESS)
         return st_fail(STRATA_EENDPOINT, "%s: MPI_Isend to rank %d failed: %s", who, to,
                        st_mpi_strerror(rc, e, (int)sizeof e));
-    st_backoff bo = {0};
+    st_backoff bo = {.busy = 1}; /* its frame is owed a completion */
     uint64_t deadline = st_deadline_after(10ull * 1000000000ull);
     for (;;) {
         int flag = 0;
@@ -82,7 +82,7 @@ int st_mpi_send_frame(int to, const uint8_t *frame, size_t len, const char *who)
 
 int st_mpi_recv_frame(int from, uint8_t *buf, size_t cap, size_t *len, uint64_t deadline,
                       const char *who) {
-    st_backoff bo = {0};
+    st_backoff bo = {.busy = 1}; /* a frame is owed: a HELLO or a BYE */
     char e[MPI_MAX_ERROR_STRING + 32];
     for (;;) {
         int flag = 0, count = 0;
@@ -1044,6 +1044,21 @@ typedef struct progress_arg {
     done_list *dl;
 } progress_arg;
 
+/* Whether rank 0 waits on a child for something: a task in flight (sent,
+ * or its results coming) or a control call. Sets the back-off's busy. */
+static int owed_an_answer(mpi_session *s) {
+    uint32_t c = atomic_load(&s->ctrl.state.value);
+    if (c == 1 || c == 2) /* posted or sent; 3 is done (mpi_session.h) */
+        return 1;
+    for (int i = 0; i < s->n; i++)
+        for (int k = 0; k < ST_MPI_SLOTS; k++) {
+            int st = atomic_load_explicit(&s->eps[i]->task[k].state, memory_order_relaxed);
+            if (st == T_SENT || st == T_RECV)
+                return 1;
+        }
+    return 0;
+}
+
 static void *progress_main(void *arg) {
     progress_arg *pa = arg;
     mpi_session *s = pa->s;
@@ -1103,6 +1118,7 @@ static void *progress_main(void *arg) {
             st_backoff_reset(&bo);
             continue;
         }
+        bo.busy = owed_an_answer(s);
         uint64_t ns = st_backoff_step(&bo);
         if (!ns)
             continue;

@@ -229,17 +229,17 @@ uint64_t st_backoff_step(st_backoff *b) {
     uint64_t now = st_now_ns();
     if (!b->since)
         b->since = now;
-    if (now - b->since < ST_BACKOFF_POLL_NS) {
+    uint64_t waited = now - b->since;
+    if (waited < (b->busy ? ST_BACKOFF_BUSY_POLL_NS : ST_BACKOFF_POLL_NS)) {
         if (b->idle_passes++ < 16)
             st_cpu_relax();
         else
             sched_yield();
         return 0;
     }
-    b->sleep_ns = b->sleep_ns ? b->sleep_ns * 2 : 1000;
-    if (b->sleep_ns > 1000000)
-        b->sleep_ns = 1000000;
-    return b->sleep_ns;
+    uint64_t cap = b->busy ? ST_BACKOFF_BUSY_SLEEP_NS : ST_BACKOFF_IDLE_SLEEP_NS;
+    uint64_t ns = waited / ST_BACKOFF_SHARE;
+    return ns < 1000 ? 1000 : ns > cap ? cap : ns;
 }
 
 void st_backoff_idle(st_backoff *b) {

@@ -41,27 +41,47 @@ void st_mpi_unlock(void);
 /* "<MPI's error string> (code N)" for an MPI return code, into buf. */
 const char *st_mpi_strerror(int code, char *buf, int cap);
 
-/* The back-off of a polling loop, after a pass that did nothing: for the
- * first ST_BACKOFF_POLL_NS since the last pass that did something, poll again
- * at once (a few pauses, then yielding the CPU: an answer usually follows
- * within microseconds, and on a machine with fewer cores than ranks the
- * yield lets the peer run); then sleep 1 us doubling up to 1 ms.
+/* The back-off of a polling loop, after a pass that did nothing. The caller
+ * sets `busy` before each step when it waits on something it is owed (a
+ * task's answer, a transfer, a control call), and leaves it 0 when nothing
+ * is outstanding (no frame is due; a new one may come at any time).
+ * - Poll: for ST_BACKOFF_POLL_NS since the last pass that did something
+ *   (ST_BACKOFF_BUSY_POLL_NS when busy), poll again at once (a few pauses,
+ *   then yielding the CPU: an answer usually follows within microseconds,
+ *   and on a machine with fewer cores than ranks the yield lets the peer
+ *   run).
+ * - Then sleep an eighth of the time waited so far (ST_BACKOFF_SHARE), at
+ *   least 1 us and at most ST_BACKOFF_BUSY_SLEEP_NS when busy or
+ *   ST_BACKOFF_IDLE_SLEEP_NS when not: the sleep adds at most an eighth to a
+ *   wait, or the cap to a long one.
+ * Why busy polls longer: two loops that answer each other (rank 0's
+ * progress thread and a child's serve loop, a chain of short tasks) could
+ * otherwise both be asleep, each waiting past its poll window because the
+ * other sleeps; with a doubling sleep that slow state lasted (measured: a
+ * 10 us round trip taking 60-300 us for whole runs). The side that is owed
+ * an answer keeps polling, so it answers at once and the other side's next
+ * wait is short again. An idle loop's cost is unchanged (its sleeps reach
+ * the idle cap), and a busy one's long waits cost a wake-up per
+ * ST_BACKOFF_BUSY_SLEEP_NS.
  * st_backoff_step does the spin or yield itself and returns 0, or returns
  * the nanoseconds to sleep (a caller that can be woken sleeps its own way);
  * st_backoff_idle sleeps them. st_backoff_reset after a pass that did
  * something. */
 #define ST_BACKOFF_POLL_NS 200000u
+#define ST_BACKOFF_BUSY_POLL_NS 2000000u
+#define ST_BACKOFF_SHARE 8u
+#define ST_BACKOFF_IDLE_SLEEP_NS 1000000u
+#define ST_BACKOFF_BUSY_SLEEP_NS 250000u
 typedef struct st_backoff {
     uint64_t since; /* first idle pass since the reset (0: none yet) */
     uint32_t idle_passes;
-    uint32_t sleep_ns;
+    uint32_t busy; /* set by the caller before each step: it waits on something it is owed */
 } st_backoff;
 uint64_t st_backoff_step(st_backoff *b);
 void st_backoff_idle(st_backoff *b);
 static inline void st_backoff_reset(st_backoff *b) {
     b->since = 0;
     b->idle_passes = 0;
-    b->sleep_ns = 0;
 }
 
 /* The calling thread's timer slack at its least: a polling thread's short

@@ -122,7 +122,7 @@ _Noreturn static void leave(int code) {
 /* A backed-off wait for one request (st_mpi_lock held: this thread is the
  * rank's only MPI caller once it serves). 0 or the MPI error. */
 static int wait_req(MPI_Request *r) {
-    st_backoff bo = {0};
+    st_backoff bo = {.busy = 1};
     for (;;) {
         int flag = 0;
         int rc = MPI_Test(r, &flag, MPI_STATUS_IGNORE);
@@ -660,7 +660,7 @@ static void take_task(server *sv, const st_mpi_hdr *h, const uint8_t *body) {
         return; /* rank 0 never sends it; nothing can be answered for it */
     int slot = (int)h->slot;
     serve_task *t = &sv->task[slot];
-    st_backoff bo = {0};
+    st_backoff bo = {.busy = 1};
     while (t->state == S_SEND) { /* rank 0 has its results: the sends end at once */
         int flag = 0;
         MPI_Testall(t->nreq, t->req, &flag, MPI_STATUSES_IGNORE);
@@ -928,6 +928,20 @@ _Noreturn static void declared_dead(server *sv, const st_mpi_hdr *h, const uint8
     leave(0);
 }
 
+/* Whether this rank waits on a peer for something: a task's bytes (or its
+ * verdict), the end of its sends, or a SEND_TO still going. A task whose run
+ * is running is not: its end is this rank's own, polled at the idle pace
+ * (at most an eighth of its time, or the idle cap, late). Sets the
+ * back-off's busy. */
+static int owed_anything(const server *sv) {
+    if (sv->nps)
+        return 1;
+    for (int k = 0; k < ST_MPI_SLOTS; k++)
+        if (sv->task[k].state == S_RECV || sv->task[k].state == S_SEND)
+            return 1;
+    return 0;
+}
+
 _Noreturn void st_mpi_serve(mpi_session *s) {
     server *sv = st_calloc(1, sizeof *sv);
     uint8_t *in = st_malloc(ST_MPI_HDR_BYTES + ST_MPI_BODY_MAX);
@@ -1043,6 +1057,7 @@ _Noreturn void st_mpi_serve(mpi_session *s) {
             st_backoff_reset(&bo);
             continue;
         }
+        bo.busy = owed_anything(sv);
         st_mpi_unlock(); /* nothing happened: sleep (back-off) without the lock */
         st_backoff_idle(&bo);
         st_mpi_lock();

@@ -2,7 +2,8 @@
  * rank: frame headers (every field both ways, each refusal of the checked
  * decode), placements, which bytes of a tensor travel (tags, contiguity,
  * packing a strided view without touching anything else), rank 0's copy
- * directory (exact views, overlap), and naming a function across ranks.
+ * directory (exact views, overlap), naming a function across ranks, and
+ * the polling back-off's schedule (poll windows, sleep share and caps).
  * Run once, without mpirun (tests/CMakeLists.txt); a build without MPI
  * compiles it with MT_NO_MPI and it reports itself skipped.
  */
@@ -19,6 +20,8 @@ int main(void) {
 #else
 
 #include "mpi/mpi_directory.h"
+#include "mpi/mpi_env.h"
+#include "util/clock.h"
 #include "mpi/mpi_frame.h"
 #include "mpi/mpi_symbol.h"
 #include "mpi/mpi_xfer.h"
@@ -197,7 +200,38 @@ static void symbols(void) {
     MT_CHECK(st_symbol_resolve(&bad, &p) == STRATA_EINVAL, "an offset past the object");
 }
 
+/* The sleep st_backoff_step asks for after a wait of `waited_ns` (its start
+ * set that far back: nothing here sleeps or times anything). */
+static uint64_t sleep_after(uint64_t waited_ns, int busy) {
+    st_backoff b = {.busy = (uint32_t)busy};
+    b.since = st_now_ns() - waited_ns;
+    return st_backoff_step(&b);
+}
+
+static void backoff(void) {
+    MT_CHECK(sleep_after(0, 0) == 0, "a wait that just began polls");
+    MT_CHECK(sleep_after(ST_BACKOFF_POLL_NS / 2, 0) == 0, "idle: polls within its window");
+    uint64_t idle = sleep_after(ST_BACKOFF_POLL_NS + 100000, 0);
+    MT_CHECK(idle > 0 && idle <= (ST_BACKOFF_POLL_NS + 200000) / ST_BACKOFF_SHARE,
+             "idle past its window: sleeps an eighth of the wait (%llu ns)",
+             (unsigned long long)idle);
+    MT_CHECK(sleep_after(ST_BACKOFF_POLL_NS + 100000, 1) == 0,
+             "owed an answer: still polls where an idle loop sleeps");
+    MT_CHECK(sleep_after(ST_BACKOFF_BUSY_POLL_NS / 2, 1) == 0, "busy: polls within its window");
+    uint64_t busy = sleep_after(ST_BACKOFF_BUSY_POLL_NS + 100000, 1);
+    MT_CHECK(busy > 0 && busy <= ST_BACKOFF_BUSY_SLEEP_NS, "busy past its window: a sleep");
+    MT_CHECK(sleep_after(1000000000ull, 1) == ST_BACKOFF_BUSY_SLEEP_NS,
+             "busy: a long wait sleeps the busy cap");
+    MT_CHECK(sleep_after(1000000000ull, 0) == ST_BACKOFF_IDLE_SLEEP_NS,
+             "idle: a long wait sleeps the idle cap");
+    st_backoff b = {0};
+    b.since = st_now_ns() - 1000000000ull;
+    st_backoff_reset(&b);
+    MT_CHECK(st_backoff_step(&b) == 0, "after a reset the wait begins again: it polls");
+}
+
 int main(void) {
+    backoff();
     headers();
     transfers();
     directory();
