@@ -4,19 +4,20 @@
  *
  * Owns: the two loops. strata: the parent prepares a task frame (identity,
  * config, digest, one tensor and two scalars encoded), publishes TASK_READY
- * and rings the child's bell; the child checks the frame and the payload's
- * size, decodes the arguments and looks the digest up (process_child.c's
- * per-task checks), answers TASK_DONE and rings the parent's bell; the parent
- * checks the identity and returns the frame to IDLE. Both sides spin on the
- * frame's state word for SPIN_NS, then park on their bell (the ring wakes
- * them only if they parked), as the process endpoint does. The anchor:
- * one shared word per direction, the same spin budget, then FUTEX_WAIT, and
- * FUTEX_WAKE only when the peer sleeps. Each repetition times every round
- * trip for the p99, and batches of BATCH consecutive round trips for the
- * p50 (a clock read costs about as much as the anchor's whole round trip on
- * a machine whose two CPUs share a core, and ticks in 10 ns: timed one by
- * one, both p50s carried that cost and the ratio moved by a tick); each is
- * one sample, and the rows are their medians.
+ * and rings the child's bell; the child asks for the frame's lines, checks
+ * the frame and the payload's size, decodes the arguments and looks the
+ * digest up (process_child.c's per-task path), answers TASK_DONE and rings
+ * the parent's bell; the parent checks the identity and returns the frame to
+ * IDLE. Both sides spin on the frame's state word for SPIN_NS, then park on
+ * their bell (the ring wakes them only if they parked), as the process
+ * endpoint does. The anchor: one shared word per direction, the same spin
+ * budget, then FUTEX_WAIT, and FUTEX_WAKE only when the peer sleeps. Each
+ * repetition times every round trip for the p99, and batches of BATCH
+ * consecutive round trips for the p50 (a clock read costs about as much as
+ * the anchor's whole round trip on a machine whose two CPUs share a core,
+ * and ticks in 10 ns: timed one by one, both p50s carried that cost and the
+ * ratio moved by a tick); each is one sample, and the rows are their
+ * medians.
  * Must never: share a core budget unequally between the two (same spin,
  * same process layout), or leave a child or a region behind (every path
  * reaps and unmaps).
@@ -141,9 +142,11 @@ static int mailbox_child(void *arg) {
             return 0;
         if (s != ST_MBOX_TASK_READY)
             return 4;
-        /* what process_child.c's take_task checks per task: the frame, the
-         * payload's size, the arguments (decoded into a private copy), the
-         * callable's digest (looked up in a table) */
+        /* what process_child.c's take_task does per task: the lines asked
+         * for, then the checks of the frame, the payload's size, the
+         * arguments (decoded into a private copy), the callable's digest
+         * (looked up in a table) */
+        st_mbox_prefetch_task(f);
         int rc = st_mbox_check_frame(f, "bench child");
         uint32_t bytes = f->payload_bytes;
         if (rc == STRATA_OK && bytes > ST_MBOX_ARGS_CAP)

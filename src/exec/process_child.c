@@ -194,6 +194,7 @@ static void refuse(uint32_t i, int status) {
 static void take_task(uint32_t i, st_mbox_frame *f, const st_proc_kind *kind) {
     const char *who = loop_.cfg->label;
     child_frame *cf = &loop_.frames[i];
+    st_mbox_prefetch_task(f);
     /* Which dispatch this child took: the parent reads it only after this
      * process died, so relaxed is enough; the id is the frame's as it is
      * (its checks come next), compared by the parent with its own record. */
