@@ -58,7 +58,7 @@ const char *st_mpi_strerror(int code, char *buf, int cap);
  * progress thread and a child's serve loop, a chain of short tasks) could
  * otherwise both be asleep, each waiting past its poll window because the
  * other sleeps; with a doubling sleep that slow state lasted (measured: a
- * 10 us round trip taking 60-300 us for whole runs). The side that is owed
+ * 5-10 us round trip taking 17-310 us per task over whole runs). The side that is owed
  * an answer keeps polling, so it answers at once and the other side's next
  * wait is short again. An idle loop's cost is unchanged (its sleeps reach
  * the idle cap), and a busy one's long waits cost a wake-up per
