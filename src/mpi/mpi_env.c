@@ -237,9 +237,8 @@ uint64_t st_backoff_step(st_backoff *b) {
             sched_yield();
         return 0;
     }
-    uint64_t cap = b->busy ? ST_BACKOFF_BUSY_SLEEP_NS : ST_BACKOFF_IDLE_SLEEP_NS;
     uint64_t ns = waited / ST_BACKOFF_SHARE;
-    return ns < 1000 ? 1000 : ns > cap ? cap : ns;
+    return ns < 1000 ? 1000 : ns > ST_BACKOFF_SLEEP_MAX_NS ? ST_BACKOFF_SLEEP_MAX_NS : ns;
 }
 
 void st_backoff_idle(st_backoff *b) {

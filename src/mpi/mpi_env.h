@@ -51,18 +51,19 @@ const char *st_mpi_strerror(int code, char *buf, int cap);
  *   and on a machine with fewer cores than ranks the yield lets the peer
  *   run).
  * - Then sleep an eighth of the time waited so far (ST_BACKOFF_SHARE), at
- *   least 1 us and at most ST_BACKOFF_BUSY_SLEEP_NS when busy or
- *   ST_BACKOFF_IDLE_SLEEP_NS when not: the sleep adds at most an eighth to a
- *   wait, or the cap to a long one.
+ *   least 1 us and at most ST_BACKOFF_SLEEP_MAX_NS: the sleep adds at most
+ *   an eighth to a wait, or the cap to a long one.
  * Why busy polls longer: two loops that answer each other (rank 0's
  * progress thread and a child's serve loop, a chain of short tasks) could
  * otherwise both be asleep, each waiting past its poll window because the
  * other sleeps; with a doubling sleep that slow state lasted (measured: a
- * 5-10 us round trip taking 17-310 us per task over whole runs). The side that is owed
- * an answer keeps polling, so it answers at once and the other side's next
- * wait is short again. An idle loop's cost is unchanged (its sleeps reach
- * the idle cap), and a busy one's long waits cost a wake-up per
- * ST_BACKOFF_BUSY_SLEEP_NS.
+ * 5-10 us round trip taking 17-310 us per task over whole runs). The side
+ * that is owed an answer keeps polling, so it answers at once and the other
+ * side's next wait is short again. An idle loop's cost is unchanged (its sleeps reach
+ * the cap), and a busy one's long wait costs its first 2 ms of polling.
+ * One cap for both: a busy cap of 250 us measured no gain on bench_mpi's
+ * rows over 1 ms and took rank 0 from 4 % to 10 % of a core while a 1 s
+ * remote task ran.
  * st_backoff_step does the spin or yield itself and returns 0, or returns
  * the nanoseconds to sleep (a caller that can be woken sleeps its own way);
  * st_backoff_idle sleeps them. st_backoff_reset after a pass that did
@@ -70,8 +71,7 @@ const char *st_mpi_strerror(int code, char *buf, int cap);
 #define ST_BACKOFF_POLL_NS 200000u
 #define ST_BACKOFF_BUSY_POLL_NS 2000000u
 #define ST_BACKOFF_SHARE 8u
-#define ST_BACKOFF_IDLE_SLEEP_NS 1000000u
-#define ST_BACKOFF_BUSY_SLEEP_NS 250000u
+#define ST_BACKOFF_SLEEP_MAX_NS 1000000u
 typedef struct st_backoff {
     uint64_t since; /* first idle pass since the reset (0: none yet) */
     uint32_t idle_passes;
