@@ -59,8 +59,9 @@ const char *st_mpi_strerror(int code, char *buf, int cap);
  * other sleeps; with a doubling sleep that slow state lasted (measured: a
  * 5-10 us round trip taking 17-310 us per task over whole runs). The side
  * that is owed an answer keeps polling, so it answers at once and the other
- * side's next wait is short again. An idle loop's cost is unchanged (its sleeps reach
- * the cap), and a busy one's long wait costs its first 2 ms of polling.
+ * side's next wait is short again. An idle loop's cost is unchanged (its
+ * sleeps reach the cap), and a busy one's long wait costs its first 2 ms of
+ * polling.
  * One cap for both: a busy cap of 250 us measured no gain on bench_mpi's
  * rows over 1 ms and took rank 0 from 4 % to 10 % of a core while a 1 s
  * remote task ran.

@@ -3,7 +3,7 @@
  * decode), placements, which bytes of a tensor travel (tags, contiguity,
  * packing a strided view without touching anything else), rank 0's copy
  * directory (exact views, overlap), naming a function across ranks, and
- * the polling back-off's schedule (poll windows, sleep share and caps).
+ * the polling back-off's schedule (poll windows, sleep share and cap).
  * Run once, without mpirun (tests/CMakeLists.txt); a build without MPI
  * compiles it with MT_NO_MPI and it reports itself skipped.
  */
@@ -21,10 +21,10 @@ int main(void) {
 
 #include "mpi/mpi_directory.h"
 #include "mpi/mpi_env.h"
-#include "util/clock.h"
 #include "mpi/mpi_frame.h"
 #include "mpi/mpi_symbol.h"
 #include "mpi/mpi_xfer.h"
+#include "util/clock.h"
 
 static void headers(void) {
     st_mpi_hdr h, g;
