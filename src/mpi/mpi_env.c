@@ -229,15 +229,20 @@ uint64_t st_backoff_step(st_backoff *b) {
     uint64_t now = st_now_ns();
     if (!b->since)
         b->since = now;
-    uint64_t waited = now - b->since;
-    if (waited < (b->busy ? ST_BACKOFF_BUSY_POLL_NS : ST_BACKOFF_POLL_NS)) {
+    uint64_t ns = st_backoff_sleep_for(now - b->since, (int)b->busy);
+    if (ns == 0) {
         if (b->idle_passes++ < 16)
             st_cpu_relax();
         else
             sched_yield();
-        return 0;
     }
-    uint64_t ns = waited / ST_BACKOFF_SHARE;
+    return ns;
+}
+
+uint64_t st_backoff_sleep_for(uint64_t waited_ns, int busy) {
+    if (waited_ns < (busy ? ST_BACKOFF_BUSY_POLL_NS : ST_BACKOFF_POLL_NS))
+        return 0;
+    uint64_t ns = waited_ns / ST_BACKOFF_SHARE;
     return ns < 1000 ? 1000 : ns > ST_BACKOFF_SLEEP_MAX_NS ? ST_BACKOFF_SLEEP_MAX_NS : ns;
 }
 

@@ -80,6 +80,9 @@ typedef struct st_backoff {
 } st_backoff;
 uint64_t st_backoff_step(st_backoff *b);
 void st_backoff_idle(st_backoff *b);
+/* The schedule alone: 0 (poll again) or the ns to sleep after waiting
+ * waited_ns, owed an answer (busy) or not. st_backoff_step applies it. */
+uint64_t st_backoff_sleep_for(uint64_t waited_ns, int busy);
 static inline void st_backoff_reset(st_backoff *b) {
     b->since = 0;
     b->idle_passes = 0;

@@ -931,7 +931,7 @@ _Noreturn static void declared_dead(server *sv, const st_mpi_hdr *h, const uint8
 /* Whether this rank waits on a peer for something: a task's bytes (or its
  * verdict), the end of its sends, or a SEND_TO still going. A task whose run
  * is running is not: its end is this rank's own, polled at the idle pace
- * (at most an eighth of its time, or the idle cap, late). Sets the
+ * (at most an eighth of its time, or the cap, late). Sets the
  * back-off's busy. */
 static int owed_anything(const server *sv) {
     if (sv->nps)

@@ -200,31 +200,22 @@ static void symbols(void) {
     MT_CHECK(st_symbol_resolve(&bad, &p) == STRATA_EINVAL, "an offset past the object");
 }
 
-/* The sleep st_backoff_step asks for after a wait of `waited_ns` (its start
- * set that far back: nothing here sleeps or times anything). */
-static uint64_t sleep_after(uint64_t waited_ns, int busy) {
-    st_backoff b = {.busy = (uint32_t)busy};
-    b.since = st_now_ns() - waited_ns;
-    return st_backoff_step(&b);
-}
-
+/* The back-off's schedule, exactly (st_backoff_sleep_for: nothing here
+ * sleeps or reads a clock), then that a reset step starts a new wait. */
 static void backoff(void) {
-    MT_CHECK(sleep_after(0, 0) == 0, "a wait that just began polls");
-    MT_CHECK(sleep_after(ST_BACKOFF_POLL_NS / 2, 0) == 0, "idle: polls within its window");
-    uint64_t idle = sleep_after(ST_BACKOFF_POLL_NS + 100000, 0);
-    MT_CHECK(idle > 0 && idle <= (ST_BACKOFF_POLL_NS + 200000) / ST_BACKOFF_SHARE,
-             "idle past its window: sleeps an eighth of the wait (%llu ns)",
-             (unsigned long long)idle);
-    MT_CHECK(sleep_after(ST_BACKOFF_POLL_NS + 100000, 1) == 0,
+    const uint64_t poll = ST_BACKOFF_POLL_NS, busy_poll = ST_BACKOFF_BUSY_POLL_NS;
+    MT_CHECK(st_backoff_sleep_for(0, 0) == 0, "a wait that just began polls");
+    MT_CHECK(st_backoff_sleep_for(poll - 1, 0) == 0, "idle: polls to the end of its window");
+    MT_CHECK(st_backoff_sleep_for(poll, 0) == poll / ST_BACKOFF_SHARE,
+             "idle past its window: sleeps an eighth of the wait");
+    MT_CHECK(st_backoff_sleep_for(poll, 1) == 0,
              "owed an answer: still polls where an idle loop sleeps");
-    MT_CHECK(sleep_after(ST_BACKOFF_BUSY_POLL_NS / 2, 1) == 0, "busy: polls within its window");
-    uint64_t busy = sleep_after(ST_BACKOFF_BUSY_POLL_NS + 100000, 1);
-    MT_CHECK(busy > 0 && busy <= (ST_BACKOFF_BUSY_POLL_NS + 200000) / ST_BACKOFF_SHARE,
-             "busy past its window: sleeps an eighth of the wait (%llu ns)",
-             (unsigned long long)busy);
-    MT_CHECK(sleep_after(1000000000ull, 1) == ST_BACKOFF_SLEEP_MAX_NS,
+    MT_CHECK(st_backoff_sleep_for(busy_poll - 1, 1) == 0, "busy: polls to the end of its window");
+    MT_CHECK(st_backoff_sleep_for(busy_poll, 1) == busy_poll / ST_BACKOFF_SHARE,
+             "busy past its window: sleeps an eighth of the wait");
+    MT_CHECK(st_backoff_sleep_for(1000000000ull, 1) == ST_BACKOFF_SLEEP_MAX_NS,
              "busy: a long wait sleeps the cap");
-    MT_CHECK(sleep_after(1000000000ull, 0) == ST_BACKOFF_SLEEP_MAX_NS,
+    MT_CHECK(st_backoff_sleep_for(1000000000ull, 0) == ST_BACKOFF_SLEEP_MAX_NS,
              "idle: a long wait sleeps the cap");
     st_backoff b = {0};
     b.since = st_now_ns() - 1000000000ull;
