@@ -22,6 +22,7 @@
  */
 #include <string.h>
 
+#include "mpi/mpi_bell.h"
 #include "mpi/mpi_env.h"
 #include "mpi/mpi_session.h"
 #include "mpi/mpi_xfer.h"
@@ -250,8 +251,8 @@ int st_mpi_place_tensor(mpi_ep *ep, mpi_task *t, int slot, uint32_t i, mpi_ep **
         h.slot = (uint32_t)ep->rank;
         h.seq = (uint64_t)(ST_MPI_TAG_DATA0 + slot * 64 + (int)i);
         st_mpi_hdr_put(t->sendto[i], &h);
-        rc = MPI_Isend(t->sendto[i], ST_MPI_HDR_BYTES, MPI_BYTE, from->rank, ST_MPI_TAG_FRAME,
-                       st_mpi_comm(), &t->sendto_req[i]);
+        rc = st_mpi_isend(t->sendto[i], ST_MPI_HDR_BYTES, from->rank, ST_MPI_TAG_FRAME,
+                          &t->sendto_req[i]);
         *asked = from;
     } else {
         pl->kind = ST_PLACE_ROOT;
@@ -302,14 +303,14 @@ int st_mpi_verify_copies(mpi_ep *ep, mpi_task *t, int slot) {
     h.arg0 = t->verify;
     h.arg1 = stale;
     st_mpi_hdr_put(t->verdict, &h);
-    int rc = MPI_Isend(t->verdict, ST_MPI_HDR_BYTES, MPI_BYTE, ep->rank, ST_MPI_TAG_FRAME,
-                       st_mpi_comm(), &t->req[t->nreq++]);
+    int rc =
+        st_mpi_isend(t->verdict, ST_MPI_HDR_BYTES, ep->rank, ST_MPI_TAG_FRAME, &t->req[t->nreq++]);
     for (uint32_t i = 0; rc == MPI_SUCCESS && i < a->ntensors; i++) {
         if (!(stale >> i & 1))
             continue;
         uint64_t n = st_xfer_bytes(&a->tensors[i]);
-        rc = MPI_Isend(strata_tensor_data(&a->tensors[i]), (int)n, MPI_BYTE, ep->rank,
-                       ST_MPI_TAG_DATA0 + slot * 64 + (int)i, st_mpi_comm(), &t->req[t->nreq++]);
+        rc = st_mpi_isend(strata_tensor_data(&a->tensors[i]), (int)n, ep->rank,
+                          ST_MPI_TAG_DATA0 + slot * 64 + (int)i, &t->req[t->nreq++]);
         atomic_fetch_add(&ep->bytes_sent, n);
     }
     return rc;

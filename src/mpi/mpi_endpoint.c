@@ -19,6 +19,7 @@
 
 #include "exec/worker_child.h"
 #include "ipc/wire_args.h"
+#include "mpi/mpi_bell.h"
 #include "mpi/mpi_env.h"
 #include "mpi/mpi_session.h"
 #include "mpi/mpi_symbol.h"
@@ -48,7 +49,7 @@ static mpi_session *session_of(strata_worker *w) {
 }
 
 static void ring(mpi_session *s) {
-    st_event_bump(&s->bell);
+    st_event_bump(s->bell);
 }
 
 /* ---- Frames: small sends and receives outside the progress thread --------------------- */
@@ -57,7 +58,7 @@ int st_mpi_send_frame(int to, const uint8_t *frame, size_t len, const char *who)
     MPI_Request req;
     char e[MPI_MAX_ERROR_STRING + 32];
     st_mpi_lock();
-    int rc = MPI_Isend(frame, (int)len, MPI_BYTE, to, ST_MPI_TAG_FRAME, st_mpi_comm(), &req);
+    int rc = st_mpi_isend(frame, (int)len, to, ST_MPI_TAG_FRAME, &req);
     st_mpi_unlock();
     if (rc != MPI_SUCCESS)
         return st_fail(STRATA_EENDPOINT, "%s: MPI_Isend to rank %d failed: %s", who, to,
@@ -125,6 +126,9 @@ static int make_session(strata_worker *parent, mpi_session **out) {
     s->l4 = parent;
     s->my_rank = strata_mpi_rank();
     s->size = strata_mpi_size();
+    s->bell = st_mpi_bell_mine(); /* the library's communicator is made: so are the bells */
+    if (!s->bell)
+        s->bell = &s->own_bell;
     pthread_mutex_init(&s->ctrl_mu, NULL);
     pthread_mutex_init(&s->writes_mu, NULL);
     st_dir_init(&s->dir);
@@ -321,8 +325,8 @@ static void say_declared_dead(mpi_ep *ep) {
     st_mpi_hdr_put(ep->dead_frame, &h);
     memcpy(ep->dead_frame + ST_MPI_HDR_BYTES, ep->dead_msg, n);
     MPI_Request r;
-    if (MPI_Isend(ep->dead_frame, (int)(ST_MPI_HDR_BYTES + n), MPI_BYTE, ep->rank, ST_MPI_TAG_FRAME,
-                  st_mpi_comm(), &r) == MPI_SUCCESS)
+    if (st_mpi_isend(ep->dead_frame, (int)(ST_MPI_HDR_BYTES + n), ep->rank, ST_MPI_TAG_FRAME, &r) ==
+        MPI_SUCCESS)
         MPI_Request_free(&r); /* dead_frame is written once and lives as long as ep */
 }
 
@@ -359,8 +363,8 @@ static void tell_holders_gone(done_list *dl, mpi_ep *ep, mpi_task *t) {
         h.arg0 = mask;
         h.arg1 = (uint64_t)b->rank;
         st_mpi_hdr_put(t->gone_frame[i], &h);
-        int rc = MPI_Isend(t->gone_frame[i], ST_MPI_HDR_BYTES, MPI_BYTE, ep->rank, ST_MPI_TAG_FRAME,
-                           st_mpi_comm(), &t->req[t->nreq++]);
+        int rc = st_mpi_isend(t->gone_frame[i], ST_MPI_HDR_BYTES, ep->rank, ST_MPI_TAG_FRAME,
+                              &t->req[t->nreq++]);
         if (rc != MPI_SUCCESS) {
             mpi_failed(dl, ep, "MPI_Isend of a PEER_GONE", rc);
             return;
@@ -511,8 +515,8 @@ static void send_task(done_list *dl, mpi_ep *ep, int slot) {
         t->req[t->nreq++] = MPI_REQUEST_NULL;
         rc = MPI_ERR_OTHER;
     } else {
-        rc = MPI_Isend(t->frame, (int)(ST_MPI_HDR_BYTES + h.body_bytes), MPI_BYTE, ep->rank,
-                       ST_MPI_TAG_FRAME, st_mpi_comm(), &t->req[t->nreq++]);
+        rc = st_mpi_isend(t->frame, (int)(ST_MPI_HDR_BYTES + h.body_bytes), ep->rank,
+                          ST_MPI_TAG_FRAME, &t->req[t->nreq++]);
     }
     atomic_store(&t->state, T_SENT);
     if (rc != MPI_SUCCESS) {
@@ -535,8 +539,8 @@ static void send_task(done_list *dl, mpi_ep *ep, int slot) {
             st_xfer_pack(x, t->tmp[i]);
             src = t->tmp[i];
         }
-        rc = MPI_Isend(src, (int)n, MPI_BYTE, ep->rank, ST_MPI_TAG_DATA0 + slot * 64 + (int)i,
-                       st_mpi_comm(), &t->req[t->nreq++]);
+        rc = st_mpi_isend(src, (int)n, ep->rank, ST_MPI_TAG_DATA0 + slot * 64 + (int)i,
+                          &t->req[t->nreq++]);
         if (rc != MPI_SUCCESS) {
             mpi_failed(dl, ep, "MPI_Isend of a task's data", rc);
             return;
@@ -680,14 +684,13 @@ static int ctrl_send(done_list *dl, mpi_session *s) {
     h.body_bytes = c->body_len;
     st_mpi_hdr_put(c->frame, &h);
     MPI_Request r;
-    int rc = MPI_Isend(c->frame, (int)(ST_MPI_HDR_BYTES + c->body_len), MPI_BYTE, ep->rank,
-                       ST_MPI_TAG_FRAME, st_mpi_comm(), &r);
+    int rc = st_mpi_isend(c->frame, (int)(ST_MPI_HDR_BYTES + c->body_len), ep->rank,
+                          ST_MPI_TAG_FRAME, &r);
     if (rc == MPI_SUCCESS)
         MPI_Request_free(&r); /* the reply says it arrived; c->frame lives until then */
     c->has_req = 0;
     if (rc == MPI_SUCCESS && c->op == ST_MPI_CTRL_COPY_TO && c->arg1) {
-        rc = MPI_Isend(c->src, (int)c->arg1, MPI_BYTE, ep->rank, ST_MPI_TAG_CTRL_DATA,
-                       st_mpi_comm(), &c->req);
+        rc = st_mpi_isend(c->src, (int)c->arg1, ep->rank, ST_MPI_TAG_CTRL_DATA, &c->req);
         c->has_req = rc == MPI_SUCCESS;
         atomic_fetch_add(&ep->bytes_sent, c->arg1);
     }
@@ -935,8 +938,8 @@ static void ping_bystanders(mpi_session *s, uint64_t now) {
         if (ep_of_rank(s, r))
             continue;
         MPI_Request req;
-        if (MPI_Isend(s->bystander_ping, ST_MPI_HDR_BYTES, MPI_BYTE, r, ST_MPI_TAG_FRAME,
-                      st_mpi_comm(), &req) == MPI_SUCCESS)
+        if (st_mpi_isend(s->bystander_ping, ST_MPI_HDR_BYTES, r, ST_MPI_TAG_FRAME, &req) ==
+            MPI_SUCCESS)
             MPI_Request_free(&req); /* the frame is constant and outlives the send */
     }
 }
@@ -964,8 +967,7 @@ static void heartbeat(done_list *dl, mpi_session *s) {
         }
         if (!ep->ping_sent_ns && now - ep->last_heard_ns > ep->heartbeat_ns / 4) {
             MPI_Request r;
-            int rc = MPI_Isend(ep->ping_frame, ST_MPI_HDR_BYTES, MPI_BYTE, ep->rank,
-                               ST_MPI_TAG_FRAME, st_mpi_comm(), &r);
+            int rc = st_mpi_isend(ep->ping_frame, ST_MPI_HDR_BYTES, ep->rank, ST_MPI_TAG_FRAME, &r);
             if (rc != MPI_SUCCESS) {
                 mpi_failed(dl, ep, "MPI_Isend of a heartbeat", rc);
                 continue;
@@ -1072,7 +1074,7 @@ static void *progress_main(void *arg) {
     st_backoff bo = {0};
     int skipped = 0; /* the last pass left the task tests out */
     for (;;) {
-        uint32_t bell = atomic_load(&s->bell.value);
+        uint32_t bell = atomic_load(&s->bell->value);
         int did = 0;
         st_mpi_lock();
         for (int i = 0; i < s->n; i++) {
@@ -1128,7 +1130,7 @@ static void *progress_main(void *arg) {
         uint64_t quiet = quiet_until(s);
         if (quiet > deadline)
             deadline = quiet;
-        st_event_wait(&s->bell, bell, 0, deadline);
+        st_event_wait(s->bell, bell, 0, deadline);
     }
     st_free(buf);
     st_free(dl);

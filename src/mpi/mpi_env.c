@@ -10,11 +10,13 @@
  */
 #include <pthread.h>
 #include <sched.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <sys/prctl.h>
 #include <stdlib.h>
 #include <time.h>
 
+#include "mpi/mpi_bell.h"
 #include "mpi/mpi_env.h"
 #include "strata/mpi.h"
 #include "util/clock.h"
@@ -147,6 +149,7 @@ static int ensure_locked(int *argc, char ***argv, const char *who) {
     if (MPI_Comm_dup(MPI_COMM_WORLD, &g_comm) != MPI_SUCCESS)
         return st_fail(STRATA_EENDPOINT, "%s: MPI_Comm_dup failed", who);
     MPI_Comm_set_errhandler(g_comm, MPI_ERRORS_RETURN);
+    st_mpi_bells_open(g_comm); /* collective, as the dup: every rank is here */
     g_ready = 1;
     return STRATA_OK;
 }
@@ -246,12 +249,26 @@ uint64_t st_backoff_sleep_for(uint64_t waited_ns, int busy) {
     return ns < 1000 ? 1000 : ns > ST_BACKOFF_SLEEP_MAX_NS ? ST_BACKOFF_SLEEP_MAX_NS : ns;
 }
 
-void st_backoff_idle(st_backoff *b) {
+int st_backoff_idle(st_backoff *b) {
     uint64_t ns = st_backoff_step(b);
     if (!ns)
-        return;
-    struct timespec ts = {0, (long)ns};
-    nanosleep(&ts, NULL);
+        return 0;
+    st_event *bell = st_mpi_bell_mine();
+    if (!bell) {
+        struct timespec ts = {0, (long)ns};
+        nanosleep(&ts, NULL);
+        return 1;
+    }
+    /* A ring since the last look may be for what the caller polls: poll
+     * first. Otherwise park; any ring from now on ends it. */
+    uint32_t v = atomic_load(&bell->value);
+    if (v != b->bell_seen) {
+        b->bell_seen = v;
+        return 0;
+    }
+    (void)st_event_wait(bell, v, 0, st_deadline_after(ns));
+    b->bell_seen = atomic_load(&bell->value);
+    return 1;
 }
 
 void st_mpi_precise_sleeps(void) {

@@ -67,8 +67,10 @@ const char *st_mpi_strerror(int code, char *buf, int cap);
  * remote task ran.
  * st_backoff_step does the spin or yield itself and returns 0, or returns
  * the nanoseconds to sleep (a caller that can be woken sleeps its own way);
- * st_backoff_idle sleeps them. st_backoff_reset after a pass that did
- * something. */
+ * st_backoff_idle sleeps them, parked on this rank's doorbell when it has
+ * one (mpi_bell.h: a send from a rank of the same host ends the sleep), so
+ * the sleep bounds the wait for a rank on another host only.
+ * st_backoff_reset after a pass that did something. */
 #define ST_BACKOFF_POLL_NS 200000u
 #define ST_BACKOFF_BUSY_POLL_NS 2000000u
 #define ST_BACKOFF_SHARE 8u
@@ -76,10 +78,12 @@ const char *st_mpi_strerror(int code, char *buf, int cap);
 typedef struct st_backoff {
     uint64_t since; /* first idle pass since the reset (0: none yet) */
     uint32_t idle_passes;
-    uint32_t busy; /* set by the caller before each step: it waits on something it is owed */
+    uint32_t busy;      /* set by the caller before each step: it waits on something it is owed */
+    uint32_t bell_seen; /* the doorbell's value at the last look (st_backoff_idle) */
 } st_backoff;
 uint64_t st_backoff_step(st_backoff *b);
-void st_backoff_idle(st_backoff *b);
+/* 1 when it slept (or parked), 0 when it returned at once to poll again. */
+int st_backoff_idle(st_backoff *b);
 /* The schedule alone: 0 (poll again) or the ns to sleep after waiting
  * waited_ns, owed an answer (busy) or not. st_backoff_step applies it. */
 uint64_t st_backoff_sleep_for(uint64_t waited_ns, int busy);

@@ -23,6 +23,7 @@
 
 #include "exec/worker_child.h"
 #include "ipc/wire_args.h"
+#include "mpi/mpi_bell.h"
 #include "mpi/mpi_env.h"
 #include "mpi/mpi_session.h"
 #include "mpi/mpi_symbol.h"
@@ -139,8 +140,7 @@ static void send_body(server *sv, st_mpi_hdr *h, const void *body, size_t n) {
     if (n)
         memcpy(sv->out + ST_MPI_HDR_BYTES, body, n);
     MPI_Request r;
-    if (MPI_Isend(sv->out, (int)(ST_MPI_HDR_BYTES + n), MPI_BYTE, 0, ST_MPI_TAG_FRAME,
-                  st_mpi_comm(), &r) == MPI_SUCCESS)
+    if (st_mpi_isend(sv->out, (int)(ST_MPI_HDR_BYTES + n), 0, ST_MPI_TAG_FRAME, &r) == MPI_SUCCESS)
         (void)wait_req(&r);
 }
 
@@ -255,8 +255,7 @@ static void send_to(server *sv, const st_mpi_hdr *h) {
             st_grow(sv->ps, &sv->capps, sv->nps + 1, sizeof *np, 16, NULL, "pending sends");
         if (!np) { /* cannot even queue it: 0 bytes now, the receiver fails its task */
             MPI_Request r;
-            if (MPI_Isend(&sv->sink, 0, MPI_BYTE, (int)h->slot, (int)h->seq, st_mpi_comm(), &r) ==
-                MPI_SUCCESS)
+            if (st_mpi_isend(&sv->sink, 0, (int)h->slot, (int)h->seq, &r) == MPI_SUCCESS)
                 (void)wait_req(&r);
             return;
         }
@@ -285,8 +284,8 @@ static int step_sends(server *sv) {
                 continue;
             }
             int ok = p->ce && !p->ce->failed;
-            if (MPI_Isend(ok ? strata_buffer_data(p->ce->b) : &sv->sink, ok ? (int)p->bytes : 0,
-                          MPI_BYTE, p->dest, p->tag, st_mpi_comm(), &p->req) != MPI_SUCCESS)
+            if (st_mpi_isend(ok ? strata_buffer_data(p->ce->b) : &sv->sink, ok ? (int)p->bytes : 0,
+                             p->dest, p->tag, &p->req) != MPI_SUCCESS)
                 p->req = MPI_REQUEST_NULL;
             if (ok)
                 sv->traffic.to_peers += p->bytes;
@@ -440,8 +439,8 @@ static void control(server *sv, const st_mpi_hdr *h, const uint8_t *body) {
     send_frame(sv, &r, msg);
     if (rc == STRATA_OK && h->slot == ST_MPI_CTRL_COPY_FROM && h->arg1) {
         MPI_Request q;
-        if (MPI_Isend((void *)(uintptr_t)h->arg0, (int)h->arg1, MPI_BYTE, 0, ST_MPI_TAG_CTRL_DATA,
-                      st_mpi_comm(), &q) == MPI_SUCCESS)
+        if (st_mpi_isend((void *)(uintptr_t)h->arg0, (int)h->arg1, 0, ST_MPI_TAG_CTRL_DATA, &q) ==
+            MPI_SUCCESS)
             (void)wait_req(&q);
     }
 }
@@ -638,8 +637,8 @@ static void send_done(server *sv, serve_task *t, int slot) {
     st_mpi_hdr_put(t->frame, &h);
     memcpy(t->frame + ST_MPI_HDR_BYTES, t->msg, n);
     t->nreq = 0;
-    (void)MPI_Isend(t->frame, (int)(ST_MPI_HDR_BYTES + n), MPI_BYTE, 0, ST_MPI_TAG_FRAME,
-                    st_mpi_comm(), &t->req[t->nreq++]);
+    (void)st_mpi_isend(t->frame, (int)(ST_MPI_HDR_BYTES + n), 0, ST_MPI_TAG_FRAME,
+                       &t->req[t->nreq++]);
     if (t->status == STRATA_OK)
         for (uint32_t i = 0; i < t->args.ntensors; i++) {
             strata_buffer *b = task_buffer(t, i);
@@ -647,9 +646,8 @@ static void send_done(server *sv, serve_task *t, int slot) {
                 continue;
             /* the rewritten tensor is host memory of b; the tag is the original's */
             uint64_t n = st_xfer_bytes(&t->args.tensors[i]);
-            (void)MPI_Isend(strata_buffer_data(b), (int)n, MPI_BYTE, 0,
-                            ST_MPI_TAG_DATA0 + slot * 64 + (int)i, st_mpi_comm(),
-                            &t->req[t->nreq++]);
+            (void)st_mpi_isend(strata_buffer_data(b), (int)n, 0,
+                               ST_MPI_TAG_DATA0 + slot * 64 + (int)i, &t->req[t->nreq++]);
             sv->traffic.to_root += n;
         }
     t->state = S_SEND;

@@ -135,7 +135,11 @@ struct mpi_session {
     int destroyed;        /* endpoints destroyed so far */
     _Atomic int shutdown; /* 1: the progress thread is to say SHUTDOWN and leave; 2: it
                            * no longer serves control calls (ctrl_abandon) */
-    st_event bell;        /* bumped by dispatch, stop and control calls: the thread wakes */
+    /* Bumped by dispatch, stop and control calls, and (when it is this rank's
+     * doorbell, mpi_bell.h) by the sends of the ranks of this host: the
+     * progress thread parks on it. own_bell when the rank has no doorbell. */
+    st_event *bell;
+    st_event own_bell;
     pthread_t thread;
     pthread_mutex_t ctrl_mu; /* serialises control calls (see the top of this file) */
     mpi_ctrl ctrl;

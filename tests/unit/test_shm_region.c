@@ -6,6 +6,10 @@
  * soon as st_shm_create returns (on success and on failure), that the region
  * is zero-filled, page-rounded and shared with a forked child both ways, and
  * that mappings are accounted (st_alloc_live_maps) and destroy is idempotent.
+ * The named kind (st_shm_publish / st_shm_attach / st_shm_withdraw, for
+ * processes that share no fork): the name stays with mode 0600 until
+ * withdrawn, an attach maps the same memory, attach refuses a foreign name,
+ * a short region and missing arguments, and a failed publish leaves nothing.
  * Must never: leave a name of this process in /dev/shm (checked at the end).
  * Forks: no TSan label.
  */
@@ -152,6 +156,68 @@ static void failures_are_named_and_leave_nothing(void **state) {
     assert_int_equal(my_names_left(), 0);
 }
 
+/* The named kind (for processes that share no fork): the name stays, with
+ * mode 0600, until withdrawn; a second mapping by name is the same memory. */
+static void a_published_region_is_found_by_name_until_withdrawn(void **state) {
+    (void)state;
+    st_shm pub, att;
+    char name[ST_SHM_NAME_MAX];
+    assert_ok(st_shm_publish("region test", 100, &pub, name));
+    assert_true(name_exists(name));
+    char path[96];
+    struct stat st;
+    snprintf(path, sizeof path, "/dev/shm%s", name);
+    assert_int_equal(stat(path, &st), 0);
+    assert_int_equal(st.st_mode & 07777, 0600);
+    assert_ok(st_shm_attach("region test", name, 100, &att));
+    assert_ptr_not_equal(att.base, pub.base);
+    assert_int_equal(att.bytes, pub.bytes);
+    volatile uint32_t *a = pub.base, *b = att.base;
+    a[3] = 0xabcd;
+    assert_int_equal(b[3], 0xabcd);
+    b[5] = 0x1234;
+    assert_int_equal(a[5], 0x1234);
+    st_shm_withdraw(name);
+    assert_false(name_exists(name));
+    assert_int_equal(a[3], 0xabcd); /* the mappings outlive the name */
+    st_shm_destroy(&att);
+    assert_fails(STRATA_EINVAL, "cannot open", st_shm_attach("region test", name, 100, &att));
+    assert_null(att.base);
+    st_shm_withdraw(name); /* a name already gone, "" and NULL: no-ops */
+    st_shm_withdraw("");
+    st_shm_withdraw(NULL);
+    st_shm_destroy(&pub);
+}
+
+static void attach_refuses_what_it_should_not_map(void **state) {
+    (void)state;
+    st_shm pub, att = {(void *)1, 1};
+    char name[ST_SHM_NAME_MAX];
+    assert_ok(st_shm_publish("region test", 4096, &pub, name));
+    assert_fails(STRATA_EINVAL, "not 8192", st_shm_attach("region test", name, 8192, &att));
+    assert_null(att.base);
+    assert_fails(STRATA_EINVAL, "not a name of strata's",
+                 st_shm_attach("region test", "/other", 1, &att));
+    assert_fails(STRATA_EINVAL, "size 0", st_shm_attach("region test", name, 0, &att));
+    assert_fails(STRATA_EINVAL, "(NULL)", st_shm_attach("region test", NULL, 1, &att));
+    st_shm_withdraw(name);
+    st_shm_destroy(&pub);
+    int64_t maps = st_alloc_live_maps();
+    assert_int_equal(my_names_left(), 0);
+    /* a publish that fails leaves no name, no mapping, and an empty name */
+    st_alloc_fail_after(1, ST_ALLOC_FAIL_ONCE, ST_ALLOC_THIS_THREAD);
+    int rc = st_shm_publish("region test", 4096, &pub, name);
+    st_alloc_hook_off();
+    assert_int_equal(rc, STRATA_ENOMEM);
+    assert_string_equal(name, "");
+    assert_null(pub.base);
+    assert_int_equal(st_alloc_live_maps(), maps);
+    assert_int_equal(my_names_left(), 0);
+    assert_fails(STRATA_EINVAL, "size 0", st_shm_publish("region test", 0, &pub, name));
+    assert_fails(STRATA_EINVAL, "(NULL)", st_shm_publish("region test", 1, &pub, NULL));
+    assert_int_equal(my_names_left(), 0);
+}
+
 static void no_name_is_left_behind(void **state) {
     (void)state;
     assert_int_equal(my_names_left(), 0);
@@ -163,6 +229,8 @@ int main(void) {
         cmocka_unit_test(names_are_unique_within_a_process),
         cmocka_unit_test(the_mapping_is_shared_across_fork),
         cmocka_unit_test(failures_are_named_and_leave_nothing),
+        cmocka_unit_test(a_published_region_is_found_by_name_until_withdrawn),
+        cmocka_unit_test(attach_refuses_what_it_should_not_map),
         cmocka_unit_test(no_name_is_left_behind),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
