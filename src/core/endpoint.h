@@ -17,6 +17,7 @@
 #include "strata/worker.h"
 #include "util/digest.h"
 #include "util/error.h"
+#include "util/futex.h"
 #include "util/lease.h"
 
 typedef struct strata_worker st_engine; /* the engine is the worker */
@@ -358,6 +359,13 @@ int st_worker_add_endpoint(strata_worker *w, st_endpoint *ep, int *worker_id_out
 /* Set (fn) or clear (NULL) w's dispatch observer (st_dispatch_observer_fn):
  * before init, or once w dispatches no more (takes the engine lock). */
 void st_worker_set_dispatch_observer(strata_worker *w, st_dispatch_observer_fn fn, void *ctx);
+
+/* Set (bell) or clear (NULL) the event w bumps each time one of its runs
+ * ends (completes or fails), after the run's phase is final: a host that
+ * polls w's runs without blocking in them (an MPI rank's serve loop) parks
+ * on its own bell and is woken by a run's end too. The bell must outlive
+ * w's runs, or be cleared first (takes the engine lock). */
+void st_worker_set_run_end_bell(strata_worker *w, st_event *bell);
 
 /* Next-level endpoint `worker_id` of w, or NULL if there is none (takes the engine lock). */
 st_endpoint *st_worker_next_endpoint(strata_worker *w, int worker_id);

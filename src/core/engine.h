@@ -147,6 +147,9 @@ struct strata_worker {
      * written and read under the engine lock (core/endpoint.h). */
     st_dispatch_observer_fn dispatch_observer;
     void *dispatch_observer_ctx;
+    /* st_worker_set_run_end_bell (an MPI rank's serve loop, for its L3):
+     * bumped as each run retires; written and read under the engine lock. */
+    st_event *run_end_bell;
 
     st_hook_fn hooks[ST_HOOK_COUNT];
     void *hook_ctx[ST_HOOK_COUNT];

@@ -153,6 +153,8 @@ static void retire(strata_worker *w, st_run *r) {
         atomic_fetch_add(&w->lingering_helpers, 1);
     r->is_head = 0;
     run_transition_to(r, st_run_failed(r) ? RUN_T_FAIL : RUN_T_COMPLETE);
+    if (w->run_end_bell) /* after the phase: the woken host sees the run done */
+        st_event_bump(w->run_end_bell);
     /* The successor's activation before the admission waiter's wake: its
      * staged tasks launch on their endpoints' threads meanwhile, and the wake
      * costs this thread a system call. */

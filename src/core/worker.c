@@ -239,6 +239,12 @@ void st_worker_set_dispatch_observer(strata_worker *w, st_dispatch_observer_fn f
     st_engine_unlock(w);
 }
 
+void st_worker_set_run_end_bell(strata_worker *w, st_event *bell) {
+    st_engine_lock(w);
+    w->run_end_bell = bell;
+    st_engine_unlock(w);
+}
+
 st_endpoint *st_worker_next_endpoint(strata_worker *w, int worker_id) {
     st_engine_lock(w);
     st_endpoint *ep = worker_id >= 0 && worker_id < w->nnext ? w->next[worker_id].ep : NULL;

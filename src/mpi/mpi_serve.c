@@ -21,6 +21,7 @@
 #include <string.h>
 #include <sys/resource.h>
 
+#include "core/endpoint.h"
 #include "exec/worker_child.h"
 #include "ipc/wire_args.h"
 #include "mpi/mpi_bell.h"
@@ -928,9 +929,10 @@ _Noreturn static void declared_dead(server *sv, const st_mpi_hdr *h, const uint8
 
 /* Whether this rank waits on a peer for something: a task's bytes (or its
  * verdict), the end of its sends, or a SEND_TO still going. A task whose run
- * is running is not: its end is this rank's own, polled at the idle pace
- * (at most an eighth of its time, or the cap, late). Sets the
- * back-off's busy. */
+ * is running is not: its end is this rank's own, and rings this rank's
+ * bell (st_worker_set_run_end_bell at bring-up; without a bell it is polled
+ * at the idle pace, at most an eighth of its time or the cap late). Sets
+ * the back-off's busy. */
 static int owed_anything(const server *sv) {
     if (sv->nps)
         return 1;
@@ -958,6 +960,8 @@ _Noreturn void st_mpi_serve(mpi_session *s) {
         st_mpi_hdr h;
         st_mpi_hdr_init(&h, ST_MPI_HELLO, sv->worker_id);
         int rc = st_worker_child_bring_up(&sv->ep->cfg, sv->ep->name, 1, NULL, &sv->inner);
+        if (rc == STRATA_OK && st_mpi_bell_mine()) /* a run's end wakes the loop as a frame does */
+            st_worker_set_run_end_bell(sv->inner, st_mpi_bell_mine());
         h.status = rc;
         failed = rc != STRATA_OK;
         send_frame(sv, &h, rc == STRATA_OK ? NULL : strata_error_message());

@@ -2,7 +2,7 @@
 /* tests/unit/test_run.c - runs: ids, phases, FIFO admission at depth 1 and 2,
  * leases and the dispatches that carry them, the completion fence, first
  * error, fail-fast, poison isolation, cancellation, underflow, unknown runs,
- * release and bounded waits. */
+ * release and bounded waits; the run-end bell. */
 #include "test_support.h"
 
 #include <pthread.h>
@@ -12,6 +12,7 @@
 
 #include "core/engine.h"
 #include "test_endpoint.h"
+#include "util/clock.h"
 #include "util/error.h"
 
 #define SEC 1000000000ull
@@ -245,6 +246,36 @@ static int orch_two_failures(strata_orch *o, void *arg) {
     return STRATA_OK;
 }
 
+/* st_worker_set_run_end_bell: each run's end, completed or failed, bumps
+ * the bell once, after the run's phase is final; cleared, nothing is rung.
+ * (strata_worker_run returns once the phase is final; the bump follows it
+ * under the engine lock, so the test waits on the bell, 10 s at most.) */
+static void each_run_end_rings_the_run_end_bell(void **state) {
+    (void)state;
+    fixture *f = make(2, 0);
+    st_event bell = {0};
+    st_worker_set_run_end_bell(f->w, &bell);
+    assert_ok(strata_worker_run(f->w, orch_empty, f));
+    assert_int_equal(st_event_wait(&bell, 0, 0, st_deadline_after(10 * SEC)), 0);
+    assert_int_equal(atomic_load(&bell.value), 1);
+    strata_run *h;
+    assert_ok(strata_worker_submit(f->w, orch_two_failures, f, &h));
+    assert_status(STRATA_ETASK, strata_run_wait(h, STRATA_WAIT_FOREVER));
+    assert_int_equal(st_event_wait(&bell, 1, 0, st_deadline_after(10 * SEC)), 0);
+    assert_int_equal(atomic_load(&bell.value), 2);
+    assert_int_equal(phase(h), ST_RUN_FAILED);
+    strata_run_release(h);
+    st_worker_set_run_end_bell(f->w, NULL); /* waits for the engine lock: run 1's end is past */
+    assert_ok(strata_worker_run(f->w, orch_empty, f));
+    st_worker_set_run_end_bell(f->w, &bell); /* after that run's retirement, as above */
+    assert_int_equal(atomic_load(&bell.value), 2);
+    assert_ok(strata_worker_run(f->w, orch_empty, f));
+    assert_int_equal(st_event_wait(&bell, 2, 0, st_deadline_after(10 * SEC)), 0);
+    assert_int_equal(atomic_load(&bell.value), 3);
+    st_worker_set_run_end_bell(f->w, NULL);
+    destroy(f);
+}
+
 static void first_error_wins(void **state) {
     (void)state;
     fixture *f = make(2, 0);
@@ -417,6 +448,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(run_ids_start_at_one_and_grow),
         cmocka_unit_test(empty_run_completes),
+        cmocka_unit_test(each_run_end_rings_the_run_end_bell),
         cmocka_unit_test(phases_follow_executing_then_completed),
         cmocka_unit_test(depth2_builds_successor_while_head_executes),
         cmocka_unit_test(depth1_successor_waits_before_orchestration),
