@@ -342,9 +342,13 @@ static int require_ready(st_chip_worker *cw, const char *what) {
     return STRATA_OK;
 }
 
-/* May a run be prepared in `slot` next to what the other slots hold? (mu held) */
+/* May a run be prepared in `slot` next to what the other slots hold? (mu
+ * held) *ended: the refusal is only that the predecessor's finalize began (a
+ * successor prepared with the lane unlocked can race the end of the run it
+ * was to follow); the run can be prepared again as the front once the slot
+ * is empty. */
 static int check_successor_rule(st_chip_worker *cw, uint32_t slot, int allow_successor,
-                                const char *ident) {
+                                const char *ident, int *ended) {
     if (cw->slots[slot].phase != ST_NATIVE_EMPTY)
         return st_fail(STRATA_ESTATE, "%s: slot %u already owns an unfinished native run %s",
                        cw->label, slot, ident);
@@ -355,6 +359,7 @@ static int check_successor_rule(st_chip_worker *cw, uint32_t slot, int allow_suc
             continue;
         occupied++;
         int active = o->phase == ST_NATIVE_LAUNCHED || o->phase == ST_NATIVE_REAPED;
+        *ended = allow_successor && o->permits_successor && o->phase == ST_NATIVE_FINALIZING;
         if (!allow_successor || !o->permits_successor || !active)
             return st_fail(STRATA_ESTATE,
                            "%s: preparing %s requires an active predecessor before staging a "
@@ -395,8 +400,11 @@ int st_cw_prepare(st_chip_worker *cw, const st_native_request *req, st_native_to
         rc = st_fail(STRATA_EINVAL, "%s: prepare %s: slot %u is outside the pipeline depth %u",
                      cw->label, ident, req->slot, cw->depth);
     int allow_successor = cw->concurrent_prepare && !req->diagnostics;
+    int ended = 0;
     if (rc == STRATA_OK)
-        rc = check_successor_rule(cw, req->slot, allow_successor, ident);
+        rc = check_successor_rule(cw, req->slot, allow_successor, ident, &ended);
+    if (rc != STRATA_OK && ended && incompatible)
+        *incompatible = 1; /* raced the predecessor's end: prepare it again as the front */
     if (rc == STRATA_OK && req->leased && !st_lease_valid(req->lease))
         rc = st_fail(STRATA_EINVAL, "%s: prepare %s: invalid pipeline lease (slot %u)", cw->label,
                      ident, req->lease.slot);

@@ -117,8 +117,10 @@ st_native_phase st_chip_worker_slot_phase(st_chip_worker *cw, uint32_t slot);
 int st_chip_worker_commit_lease(st_chip_worker *cw, st_lease lease);
 
 /* ---- Native run phases ----
- * prepare: *incompatible is set when the backend refused to overlap the run
- * in flight (the caller may prepare again later; no generation is spent). */
+ * prepare: *incompatible is set when the run cannot overlap the run in
+ * flight: the backend refused, or that run's finalize had begun (a successor
+ * prepared unlocked raced its end). The caller may prepare it again later,
+ * as the front; no generation is spent. */
 int st_cw_prepare(st_chip_worker *cw, const st_native_request *req, st_native_token *out,
                   int *incompatible);
 /* On failure the run is REAPED (the device reports it done) or still

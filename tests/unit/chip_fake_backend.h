@@ -4,8 +4,8 @@
  * Owns: a backend table (depth 2, with or without concurrent prepare) whose
  * every phase call is logged as an event ("prepare0", "launch1", ...) and
  * whose results the test scripts: one-shot return codes per phase, device
- * completion per slot (set by the test or automatically at launch), a
- * prepare hook, and a blocking wait that tells the test when it parked.
+ * completion per slot (set by the test or automatically at launch), prepare
+ * and finalize hooks, and a blocking wait that tells the test when it parked.
  * Must never: be linked into the library; it exists so lane behaviour can be
  * asserted event by event, deterministically.
  */
@@ -50,6 +50,9 @@ typedef struct fake_backend {
     int auto_complete; /* runs finish the instant they launch */
     int wait_entered;  /* waits that parked so far */
     void (*prepare_hook)(void *user, uint32_t slot, uint64_t generation);
+    /* called by finalize before it logs, with fake_mu free (the slot is
+     * FINALIZING in the worker meanwhile) */
+    void (*finalize_hook)(void *user, uint32_t slot);
     void *hook_user;
     int dev_token;
 } fake_backend;
@@ -292,6 +295,8 @@ static int fake_finalize(void *dev, strata_native_run *s, uint64_t epoch, strata
     if (rc)
         return rc;
     fake_run *r = fake_storage(s);
+    if (fake.finalize_hook)
+        fake.finalize_hook(fake.hook_user, r->slot);
     pthread_mutex_lock(&fake_mu);
     fake_event("finalize", r->slot);
     rc = fake_take(&fake.finalize_rc);

@@ -405,6 +405,52 @@ static void an_incompatible_prepare_spends_no_generation(void **state) {
     st_chip_worker_free(cw);
 }
 
+/* A successor prepared while its predecessor's finalize is under way (the
+ * lane prepares successors unlocked, so this is a race it can lose): the
+ * prepare is refused as one that cannot overlap (incompatible set, nothing
+ * spent), and the same run prepares as the front once the slot is empty.
+ * Without the flag the lane failed the task ("requires an active
+ * predecessor ... slot 0 is FINALIZING"). */
+typedef struct racing_successor {
+    st_chip_worker *cw;
+    int rc, incompatible, calls;
+    st_native_phase phase0;
+} racing_successor;
+
+static void prepare_successor_during_finalize(void *user, uint32_t slot) {
+    racing_successor *rs = user;
+    if (slot != 0 || rs->calls++)
+        return;
+    rs->phase0 = st_chip_worker_slot_phase(rs->cw, 0);
+    st_native_request r = req_for(1, 7, 2, 1);
+    st_native_token b;
+    rs->rc = st_cw_prepare(rs->cw, &r, &b, &rs->incompatible);
+}
+
+static void a_successor_racing_its_predecessors_finalize_falls_back(void **state) {
+    st_chip_worker *cw = ready_worker(fake_entry_capable);
+    st_native_token a = prepare_ok(cw, 0, 1);
+    assert_ok(st_cw_launch(cw, &a));
+    fake_complete(0);
+    racing_successor rs = {.cw = cw};
+    fake.finalize_hook = prepare_successor_during_finalize;
+    fake.hook_user = &rs;
+    assert_ok(st_cw_finalize(cw, &a));
+    fake.finalize_hook = NULL;
+    assert_int_equal(rs.calls, 1);
+    assert_int_equal(rs.phase0, ST_NATIVE_FINALIZING);
+    assert_int_equal(rs.rc, STRATA_ESTATE);
+    assert_int_equal(rs.incompatible, 1);
+    assert_int_equal(st_chip_worker_slot_phase(cw, 1), ST_NATIVE_EMPTY);
+    st_native_request r = req_for(1, 7, 2, 1); /* generation 7 was not spent */
+    st_native_token b;
+    int incompatible = 0;
+    assert_ok(st_cw_prepare(cw, &r, &b, &incompatible));
+    assert_int_equal(incompatible, 0);
+    assert_ok(st_cw_finalize(cw, &b));
+    st_chip_worker_free(cw);
+}
+
 static void newer_generation(void *user, uint32_t slot, uint64_t generation) {
     st_chip_worker_commit_lease(user, (st_lease){.slot = slot, .generation = generation + 1});
 }
@@ -445,6 +491,7 @@ int main(void) {
         cmocka_unit_test(leased_prepare_rejects_an_older_generation),
         cmocka_unit_test(the_filter_follows_the_lease_slot_not_the_storage_slot),
         cmocka_unit_test(an_incompatible_prepare_spends_no_generation),
+        cmocka_unit_test(a_successor_racing_its_predecessors_finalize_falls_back),
         cmocka_unit_test(commit_rechecks_the_generation_after_prepare),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
