@@ -76,13 +76,18 @@ static const char *what_or_unnamed(const char *what) {
     return what ? what : "(unnamed)";
 }
 
-int st_shm_create_observed(const char *what, size_t bytes, st_shm *out,
-                           st_shm_observer before_unlink, void *ctx) {
-    const char *w = what_or_unnamed(what);
+/* Every call leaves *out empty unless it succeeds. */
+static void clear_region(st_shm *out) {
     if (out) {
         out->base = NULL;
         out->bytes = 0;
     }
+}
+
+int st_shm_create_observed(const char *what, size_t bytes, st_shm *out,
+                           st_shm_observer before_unlink, void *ctx) {
+    const char *w = what_or_unnamed(what);
+    clear_region(out);
     if (!out || bytes == 0)
         return st_fail(STRATA_EINVAL, "shared region %s: %s", w,
                        out ? "size 0" : "no region to fill (NULL)");
@@ -100,10 +105,7 @@ int st_shm_create_observed(const char *what, size_t bytes, st_shm *out,
 
 int st_shm_publish(const char *what, size_t bytes, st_shm *out, char name[ST_SHM_NAME_MAX]) {
     const char *w = what_or_unnamed(what);
-    if (out) {
-        out->base = NULL;
-        out->bytes = 0;
-    }
+    clear_region(out);
     if (name)
         name[0] = '\0';
     if (!out || !name || bytes == 0)
@@ -121,10 +123,7 @@ int st_shm_publish(const char *what, size_t bytes, st_shm *out, char name[ST_SHM
 
 int st_shm_attach(const char *what, const char *name, size_t bytes, st_shm *out) {
     const char *w = what_or_unnamed(what);
-    if (out) {
-        out->base = NULL;
-        out->bytes = 0;
-    }
+    clear_region(out);
     if (!out || !name || bytes == 0)
         return st_fail(STRATA_EINVAL, "shared region %s: %s", w,
                        !out || !name ? "no region or name (NULL)" : "size 0");

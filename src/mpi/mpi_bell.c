@@ -59,8 +59,6 @@ static int map_host_region(MPI_Comm node, int me, int n, st_shm *r) {
 }
 
 void st_mpi_bells_open(MPI_Comm comm) {
-    if (atomic_load_explicit(&g_bells, memory_order_acquire))
-        return;
     int wr = 0, wn = 0, me = 0, n = 0;
     MPI_Comm node = MPI_COMM_NULL;
     MPI_Comm_rank(comm, &wr);

@@ -24,7 +24,8 @@
 #include "util/futex.h"
 
 /* Collective over comm (every rank calls it once, when the library's
- * communicator is made, under st_mpi_lock): the ranks of each host map one
+ * communicator is made, under st_mpi_lock: ensure_locked in mpi_env.c, which
+ * runs once per process): the ranks of each host map one
  * region their lowest rank publishes, and the name is withdrawn before the
  * call returns on every rank. A rank that cannot take part (no /dev/shm, no
  * memory) has no bells and is rung by nobody: its waits end at their

@@ -960,7 +960,7 @@ _Noreturn void st_mpi_serve(mpi_session *s) {
         st_mpi_hdr h;
         st_mpi_hdr_init(&h, ST_MPI_HELLO, sv->worker_id);
         int rc = st_worker_child_bring_up(&sv->ep->cfg, sv->ep->name, 1, NULL, &sv->inner);
-        if (rc == STRATA_OK && st_mpi_bell_mine()) /* a run's end wakes the loop as a frame does */
+        if (rc == STRATA_OK) /* a run's end wakes the loop as a frame does (NULL: no bell) */
             st_worker_set_run_end_bell(sv->inner, st_mpi_bell_mine());
         h.status = rc;
         failed = rc != STRATA_OK;
